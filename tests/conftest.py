@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own empty project root, and tf_fsm is pointed at it."""
+    root = tmp_path / "project"
+    (root / ".tf" / "config").mkdir(parents=True)
+    monkeypatch.setenv("TF_FSM_ROOT", str(root))
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture
+def write_settings(project: Path) -> Callable[[dict[str, Any]], Path]:
+    def write(data: dict[str, Any]) -> Path:
+        path = project / ".tf" / "config" / "settings.json"
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        return path
+
+    return write
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """tf-fsm as a real process, the way a user runs it."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "tf_fsm", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

@@ -1,0 +1,167 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tf_fsm.config import LoadedSettings, settings_from_dict
+from tf_fsm.escalation import (
+    TIERED_CURVE,
+    AttemptRecord,
+    escalate_from,
+    escalate_none,
+    resolve,
+    retries_left,
+    should_retry,
+    should_skip,
+    tier_of,
+)
+from tf_fsm.state import (
+    EscalationRecord,
+    RetryState,
+    finish_attempt,
+    new_state,
+    reopen_attempt,
+    start_attempt,
+)
+
+T0 = datetime(2026, 2, 10, tzinfo=UTC)
+META = {
+    "base-fix": {"model": "p/fix-base", "thinking": "low"},
+    "strong": {"model": "p/strong", "thinking": "xhigh"},
+}
+ALL_MODELS = {
+    "fixer": "strong",
+    "reviewerSecondOpinion": "p/second-strong",
+    "worker": "p/worker-strong",
+}
+
+
+def make(enabled: bool, models: dict[str, Any], max_retries: int = 3) -> LoadedSettings:
+    return settings_from_dict(
+        {
+            "metaModels": META,
+            "agents": {"fixer": "base-fix"},
+            "workflow": {
+                "escalation": {"enabled": enabled, "maxRetries": max_retries, "models": models}
+            },
+        }
+    )
+
+
+# attempt -> roles escalated, with every escalation model configured
+CURVE = {1: set(), 2: {"fixer"}, 3: {"fixer", "reviewer-second-opinion", "worker"}}
+
+
+@pytest.mark.parametrize("attempt", range(1, 7))
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("configured", ["all", "none", "fixer-only"])
+def test_curve_table(attempt: int, enabled: bool, configured: str) -> None:
+    models = {"all": ALL_MODELS, "none": {}, "fixer-only": {"fixer": "strong"}}[configured]
+    settings = make(enabled, models)
+    res = resolve(attempt, settings)
+    expected = set(CURVE[min(attempt, 3)]) if enabled else set()
+    if configured == "none":
+        expected = set()
+    elif configured == "fixer-only":
+        expected &= {"fixer"}
+    assert set(res.escalated_roles) == expected
+    assert res.tier == min(attempt, 3)
+    # models follow the flags
+    fixer = res.roles["fixer"]
+    if "fixer" in expected:
+        assert (fixer.model, fixer.thinking, fixer.base_model) == (
+            "p/strong",
+            "xhigh",
+            "p/fix-base",
+        )
+        assert "workflow.escalation.models.fixer" in fixer.reason
+    else:
+        assert (fixer.model, fixer.thinking) == ("p/fix-base", "low")
+    for role in ("researcher", "reviewer-general", "reviewer-spec-audit", "closer"):
+        assert not res.roles[role].escalated
+    record = res.escalation_record().to_json_dict()
+    assert set(record) == {"fixer", "reviewerSecondOpinion", "worker"}
+    assert (record["worker"] is not None) == ("worker" in expected)
+
+
+def test_reasons_say_why() -> None:
+    res = resolve(3, make(True, {"fixer": "strong"}))
+    assert "attempt 3, tier 3" in res.roles["fixer"].reason
+    assert "workflow.escalation.models.worker is null: base model" in res.roles["worker"].reason
+    off = resolve(2, make(False, ALL_MODELS))
+    assert "escalation disabled" in off.roles["fixer"].reason
+    assert (
+        "attempt 1, tier 1: base model" in resolve(1, make(True, ALL_MODELS)).roles["fixer"].reason
+    )
+
+
+def test_policies_compose() -> None:
+    custom = escalate_from("worker", 2) | escalate_none()
+    assert custom(AttemptRecord(1)) == frozenset()
+    assert custom(AttemptRecord(2)) == {"worker"}
+    assert TIERED_CURVE(AttemptRecord(2)) == {"fixer"}
+    assert "escalate_from('fixer', 2)" in repr(TIERED_CURVE)
+    res = resolve(2, make(True, ALL_MODELS), policy=custom)
+    assert res.escalated_roles == ["worker"]
+
+
+@pytest.mark.parametrize(("n", "tier"), [(0, 1), (1, 1), (2, 2), (3, 3), (9, 3)])
+def test_tier_of(n: int, tier: int) -> None:
+    assert tier_of(n) == tier
+
+
+def _blocked(state: RetryState, max_retries: int) -> RetryState:
+    state = start_attempt(
+        state, trigger="initial", escalation=EscalationRecord.of(), fail_on=[], now=T0
+    )
+    return finish_attempt(state, status="blocked", counts=None, max_retries=max_retries, now=T0)
+
+
+def test_cap_and_skip() -> None:
+    settings = make(True, ALL_MODELS, max_retries=2)
+    state = new_state("pt-1", T0)
+    assert should_retry(None, settings) and not should_skip(None, settings)
+    state = _blocked(state, 2)
+    assert should_retry(state, settings) and not should_skip(state, settings)
+    assert retries_left(state, settings) == 1
+    state = _blocked(state, 2)
+    assert not should_retry(state, settings)
+    assert should_skip(state, settings)
+    assert state.status == "blocked"
+
+
+def test_skip_applies_with_escalation_disabled_too() -> None:
+    # The cap is what stops the backlog loop thrashing; it does not depend on escalation.
+    settings = make(False, {}, max_retries=1)
+    state = _blocked(new_state("pt-1", T0), 1)
+    assert should_skip(state, settings)
+
+
+@given(
+    outcomes=st.lists(st.sampled_from(["blocked", "closed", "error"]), max_size=30),
+    max_retries=st.integers(0, 6),
+)
+def test_attempts_in_a_row_never_exceed_max_retries(outcomes: list[str], max_retries: int) -> None:
+    """However outcomes fall, no ticket runs more than maxRetries attempts between closes."""
+    settings = make(True, ALL_MODELS, max_retries=max_retries)
+    state = new_state("pt-1", T0)
+    since_close = 0
+    for outcome in outcomes:
+        if state.has_open_attempt:  # an error is resumed, not counted as a new attempt
+            state = reopen_attempt(state, T0)
+        elif not should_retry(state, settings):
+            assert max_retries == 0 or should_skip(state, settings)
+            break
+        else:
+            state = start_attempt(
+                state, trigger="initial", escalation=EscalationRecord.of(), fail_on=[], now=T0
+            )
+            since_close += 1
+        state = finish_attempt(state, status=outcome, counts=None, max_retries=max_retries, now=T0)  # type: ignore[arg-type]
+        if outcome == "closed":
+            since_close = 0
+        assert since_close <= max_retries

@@ -1,0 +1,3 @@
+from tf_fsm.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,490 @@
+"""Settings: pi-ticketflow's `.tf/config/settings.json`, loaded strictly.
+
+The project file is laid over tf_fsm's package defaults (dicts merge key by key, lists and
+scalars replace), as pi-ticketflow lays its package config under the project's. Sections
+tf_fsm owns reject unknown keys with the nearest valid one; keys pi-ticketflow uses but
+tf_fsm does not act on are accepted and ignored. Every role's model chain is resolved at
+load time, so a broken mapping fails before any agent runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import string
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tf_fsm.errors import ProjectNotFoundError, SettingsError, SettingsProblem
+from tf_fsm.state import SEVERITIES, normalize_severity
+
+SETTINGS_RELPATH = Path(".tf/config/settings.json")
+ROOT_ENV = "TF_FSM_ROOT"
+
+REVIEWER_ROLES: tuple[str, ...] = (
+    "reviewer-general",
+    "reviewer-spec-audit",
+    "reviewer-second-opinion",
+)
+ROLES: tuple[str, ...] = ("researcher", "worker", *REVIEWER_ROLES, "fixer", "closer")
+#: settings key under workflow.escalation.models -> the role it escalates
+ESCALATION_KEYS: dict[str, str] = {
+    "fixer": "fixer",
+    "reviewerSecondOpinion": "reviewer-second-opinion",
+    "worker": "worker",
+}
+#: agents roles pi-ticketflow defines that tf_fsm does not run (accepted silently)
+PI_ONLY_ROLES = frozenset({"review-merge", "researcher-fetch"})
+#: prompts entries naming the worker's metaModel, in order of precedence
+WORKER_PROMPT_KEYS: tuple[str, ...] = ("tf-implement", "tf")
+DEFAULT_FAIL_ON: tuple[str, ...] = ("Critical", "Major")
+
+_META = [
+    (
+        "worker",
+        "minimax/MiniMax-M2.5",
+        "high",
+        "Strong model for implementation and complex reasoning",
+    ),
+    ("research", "kimi-coding/k2p5", "medium", "Fast model for research and information gathering"),
+    (
+        "fast",
+        "chutes/zai-org/GLM-4.7-Flash",
+        "medium",
+        "Cheapest model for quick tasks and summaries",
+    ),
+    ("general", "kimi-coding/k2p5", "medium", "General-purpose model for admin tasks"),
+    (
+        "review-general",
+        "openai-codex/gpt-5.3-codex",
+        "high",
+        "Capable model for general code review",
+    ),
+    (
+        "review-spec",
+        "openai-codex/gpt-5.1-codex-mini",
+        "high",
+        "Model for specification compliance audit",
+    ),
+    ("review-secop", "kimi-coding/k2p5", "high", "Fast model for second-opinion review"),
+    ("fixer", "zai/glm-5", "high", "Fast, cheap model for fix iterations and small edits"),
+]
+
+#: tf_fsm's package defaults: what a key missing from the project file means.
+PACKAGE_DEFAULTS: dict[str, Any] = {
+    "metaModels": {n: {"model": m, "thinking": t, "description": d} for n, m, t, d in _META},
+    "agents": {
+        "researcher": "research",
+        "reviewer-general": "review-general",
+        "reviewer-spec-audit": "review-spec",
+        "reviewer-second-opinion": "review-secop",
+        "fixer": "fixer",
+        "closer": "fast",
+    },
+    "prompts": {},
+    "workflow": {
+        "failOn": list(DEFAULT_FAIL_ON),
+        "enableResearcher": True,
+        "enableReviewers": list(REVIEWER_ROLES),
+        "enableFixer": True,
+        "enableCloser": True,
+        "enableQualityGate": True,
+        "knowledgeDir": ".tf/knowledge",
+        "escalation": {
+            "enabled": False,
+            "maxRetries": 3,
+            "models": {"fixer": None, "reviewerSecondOpinion": None, "worker": None},
+        },
+    },
+    "ralph": {
+        "parallelWorkers": 1,
+        "maxIterations": 50,
+        "parallelAllowUntagged": False,
+        "componentTagPrefix": "component:",
+    },
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class MetaModel(_Section):
+    model: str = Field(min_length=1)
+    thinking: str | None = None
+    description: str | None = None
+
+
+class EscalationModels(_Section):
+    """Escalated model per role: a metaModels name or a provider/model id; null = base model."""
+
+    fixer: str | None = None
+    reviewerSecondOpinion: str | None = None
+    worker: str | None = None
+
+
+class Escalation(_Section):
+    enabled: bool = False
+    maxRetries: int = Field(default=3, ge=0)
+    models: EscalationModels = EscalationModels()
+
+
+class Workflow(_Section):
+    failOn: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_ON))
+    enableResearcher: bool = True
+    enableReviewers: list[str] = Field(default_factory=lambda: list(REVIEWER_ROLES))
+    enableFixer: bool = True
+    enableCloser: bool = True
+    enableQualityGate: bool = True
+    knowledgeDir: str = ".tf/knowledge"
+    escalation: Escalation = Escalation()
+    postFixVerification: Literal["rereview", "fixes"] = "rereview"
+    # pi-ticketflow keys tf_fsm accepts and does not act on.
+    clarifyDefault: Any = None
+    mcpServers: Any = None
+    researchParallelAgents: Any = None
+    exclude: Any = None
+    chainMode: Any = None
+
+    @field_validator("failOn", mode="after")
+    @classmethod
+    def _canonical_severities(cls, names: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in names:
+            canonical = normalize_severity(name)
+            if canonical is None:
+                near = difflib.get_close_matches(name.capitalize(), SEVERITIES, n=1, cutoff=0.5)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise ValueError(f"unknown severity {name!r}{hint}; valid: {', '.join(SEVERITIES)}")
+            if canonical not in out:
+                out.append(canonical)
+        return out
+
+    @field_validator("enableReviewers", mode="after")
+    @classmethod
+    def _known_reviewers(cls, roles: list[str]) -> list[str]:
+        for role in roles:
+            if role not in REVIEWER_ROLES:
+                near = difflib.get_close_matches(role, REVIEWER_ROLES, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise ValueError(
+                    f"unknown reviewer role {role!r}{hint}; valid: {', '.join(REVIEWER_ROLES)}"
+                )
+        return roles
+
+
+class Ralph(_Section):
+    parallelWorkers: int = Field(default=1, ge=1)
+    maxIterations: int = Field(default=50, ge=1)
+    parallelAllowUntagged: bool = False
+    componentTagPrefix: str = "component:"
+    # pi-ticketflow keys tf_fsm accepts and does not act on.
+    parallelWorktreesDir: Any = None
+    parallelKeepWorktrees: Any = None
+    parallelAutoMerge: Any = None
+
+
+#: The `{placeholders}` an `executor.command` argv may use (the TF_* variables, lower case).
+PLACEHOLDERS: frozenset[str] = frozenset(
+    {
+        "ticket_id",
+        "phase",
+        "role",
+        "model",
+        "thinking",
+        "attempt",
+        "artifact_dir",
+        "output",
+        "prompt_file",
+        "chain_context",
+    }
+)
+
+
+class Executor(_Section):
+    kind: Literal["command", "scripted"] = "command"
+    command: list[str] | None = None
+    timeoutSeconds: float = Field(default=1800.0, gt=0)
+    scenario: str | None = None
+
+    @field_validator("command", mode="after")
+    @classmethod
+    def _known_placeholders(cls, argv: list[str] | None) -> list[str] | None:
+        if argv is None:
+            return None
+        if not argv or not argv[0]:
+            raise ValueError(
+                'must be a non-empty argv list, e.g. ["my-agent", "--model", "{model}"]'
+            )
+        for arg in argv:
+            try:
+                names = {
+                    name for _, name, _, _ in string.Formatter().parse(arg) if name is not None
+                }
+            except ValueError as exc:
+                raise ValueError(f"bad placeholder in {arg!r}: {exc}") from None
+            unknown = names - PLACEHOLDERS
+            if unknown:
+                name = sorted(unknown)[0]
+                near = difflib.get_close_matches(name, sorted(PLACEHOLDERS), n=1)
+                hint = f" (did you mean {{{near[0]}}}?)" if near else ""
+                raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}{hint}")
+        return argv
+
+
+class Settings(_Section):
+    schema_: str | None = Field(default=None, alias="$schema")
+    metaModels: dict[str, MetaModel] = Field(default_factory=dict)
+    agents: dict[str, str] = Field(default_factory=dict)
+    prompts: dict[str, str] = Field(default_factory=dict)
+    checkers: Any = None  # pi-ticketflow's per-language lint/format commands; not used here
+    workflow: Workflow = Workflow()
+    ralph: Ralph = Ralph()
+    executor: Executor = Executor()
+
+
+@dataclass(frozen=True)
+class RoleModel:
+    """The model a role runs with, and the settings keys the answer came from."""
+
+    role: str
+    model: str
+    thinking: str | None
+    meta: str | None  # metaModels name, None for a raw model id
+    source: str  # e.g. "agents.fixer -> metaModels.fixer"
+
+
+@dataclass(frozen=True)
+class LoadedSettings:
+    settings: Settings
+    path: Path | None  # None when no settings file exists (pure defaults)
+    roles: Mapping[str, RoleModel]
+    escalated: Mapping[str, RoleModel]  # roles with a non-null escalation model
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def workflow(self) -> Workflow:
+        return self.settings.workflow
+
+    @property
+    def max_retries(self) -> int:
+        return self.settings.workflow.escalation.maxRetries
+
+
+def init_settings() -> dict[str, Any]:
+    """What `tf-fsm init` writes: every key tf_fsm reads, at its default (docs/settings.md)."""
+    data = copy.deepcopy(PACKAGE_DEFAULTS)
+    data["prompts"] = {"tf-implement": "worker"}
+    data["workflow"]["postFixVerification"] = "rereview"
+    data["executor"] = {
+        "kind": "command",
+        "command": None,
+        "timeoutSeconds": 1800,
+        "scenario": None,
+    }
+    return data
+
+
+def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """Dicts merge key by key; anything else in `over` replaces what `base` had."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def find_project_root(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """`TF_FSM_ROOT` if set, else the nearest directory at or above `start` holding `.tf/` or
+    `.tickets/` (as tk walks up for `.tickets/`)."""
+    env = os.environ if environ is None else environ
+    if env.get(ROOT_ENV):
+        return Path(env[ROOT_ENV]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / ".tf").is_dir() or (candidate / ".tickets").is_dir():
+            return candidate
+    raise ProjectNotFoundError(here)
+
+
+def load_settings(root: Path) -> LoadedSettings:
+    """Load `<root>/.tf/config/settings.json` over the package defaults; no file = defaults."""
+    path = root / SETTINGS_RELPATH
+    if not path.exists():
+        return settings_from_dict({}, path=None)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        raise SettingsError(path, [SettingsProblem("", problem)]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(path, [SettingsProblem("", f"cannot read: {exc}")]) from None
+    if not isinstance(raw, dict):
+        raise SettingsError(path, [SettingsProblem("", "the top level must be a JSON object")])
+    return settings_from_dict(raw, path=path)
+
+
+def settings_from_dict(raw: Mapping[str, Any], path: Path | None = None) -> LoadedSettings:
+    raw = _plan_spelling(raw, path)
+    merged = deep_merge(PACKAGE_DEFAULTS, raw)
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise SettingsError(path, [_problem(err) for err in exc.errors()]) from None
+    roles, escalated, problems = _resolve_roles(settings, raw)
+    if problems:
+        raise SettingsError(path, problems)
+    return LoadedSettings(settings, path, roles, escalated, tuple(_warnings(settings, raw)))
+
+
+def _plan_spelling(raw: Mapping[str, Any], path: Path | None) -> Mapping[str, Any]:
+    """The approved plan spelled `reviewerSecondOpinion` as `reviewer-second-opinion`; a file
+    copied from it is read as the implemented key."""
+    models = _section(_section(_section(raw, "workflow"), "escalation"), "models")
+    if "reviewer-second-opinion" not in models:
+        return raw
+    if "reviewerSecondOpinion" in models:
+        key = "workflow.escalation.models"
+        problem = "sets both reviewerSecondOpinion and reviewer-second-opinion; keep one"
+        raise SettingsError(path, [SettingsProblem(key, problem)])
+    fixed = {k: v for k, v in models.items() if k != "reviewer-second-opinion"}
+    fixed["reviewerSecondOpinion"] = models["reviewer-second-opinion"]
+    workflow = raw["workflow"]
+    escalation = {**workflow["escalation"], "models": fixed}
+    return {**raw, "workflow": {**workflow, "escalation": escalation}}
+
+
+def _problem(err: Mapping[str, Any]) -> SettingsProblem:
+    loc = tuple(str(part) for part in err["loc"])
+    key = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        valid = _keys_at(loc[:-1])
+        near = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.6)
+        return SettingsProblem(key, "unknown key", near[0] if near else None)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    got = err.get("input")
+    if err["type"] != "value_error" and not isinstance(got, dict | list):
+        msg = f"{msg} (got {json.dumps(got)})"
+    return SettingsProblem(key, msg)
+
+
+def _keys_at(loc: tuple[str, ...]) -> list[str]:
+    """The keys the section at `loc` accepts, for 'did you mean' suggestions."""
+    annotation: Any = Settings
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            info = annotation.model_fields.get(part)
+            if info is None:
+                return []
+            annotation = _unwrap(info.annotation)
+        elif typing.get_origin(annotation) is dict:
+            annotation = _unwrap(typing.get_args(annotation)[1])  # `part` was the free-form key
+        else:
+            return []
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [info.alias or name for name, info in annotation.model_fields.items()]
+    return []
+
+
+def _unwrap(annotation: Any) -> Any:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def _section(raw: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = raw.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _resolve_meta(
+    settings: Settings, role: str, name: str, key: str
+) -> tuple[RoleModel | None, SettingsProblem | None]:
+    meta = settings.metaModels.get(name)
+    if meta is None:
+        near = difflib.get_close_matches(name, list(settings.metaModels), n=1)
+        problem = f"names metaModel {name!r}, which metaModels does not define"
+        return None, SettingsProblem(key, problem, near[0] if near else None)
+    return RoleModel(role, meta.model, meta.thinking, name, f"{key} -> metaModels.{name}"), None
+
+
+def _resolve_roles(
+    settings: Settings, raw: Mapping[str, Any]
+) -> tuple[dict[str, RoleModel], dict[str, RoleModel], list[SettingsProblem]]:
+    roles: dict[str, RoleModel] = {}
+    problems: list[SettingsProblem] = []
+    raw_prompts = _section(raw, "prompts")
+    for role in ROLES:
+        if role == "worker":
+            # The project's own prompts entry wins; pi-ticketflow names the worker prompt `tf`.
+            key = next((f"prompts.{k}" for k in WORKER_PROMPT_KEYS if k in raw_prompts), None)
+            name = settings.prompts[key.split(".", 1)[1]] if key else "worker"
+            key = key or "metaModels.worker (default)"
+        elif role in settings.agents:
+            key, name = f"agents.{role}", settings.agents[role]
+        else:
+            problems.append(
+                SettingsProblem(f"agents.{role}", "no metaModel is mapped to this role")
+            )
+            continue
+        resolved, problem = _resolve_meta(settings, role, name, key)
+        if resolved:
+            roles[role] = resolved
+        if problem:
+            problems.append(problem)
+
+    escalated: dict[str, RoleModel] = {}
+    models = settings.workflow.escalation.models
+    for key, role in ESCALATION_KEYS.items():
+        value = getattr(models, key)
+        if value is None or role not in roles:
+            continue
+        where = f"workflow.escalation.models.{key}"
+        meta = settings.metaModels.get(value)
+        if meta is not None:
+            escalated[role] = RoleModel(
+                role, meta.model, meta.thinking, value, f"{where} -> metaModels.{value}"
+            )
+        else:  # a raw provider/model id keeps the role's base thinking level
+            escalated[role] = RoleModel(role, value, roles[role].thinking, None, where)
+    return roles, escalated, problems
+
+
+def _warnings(settings: Settings, raw: Mapping[str, Any]) -> list[str]:
+    wf, out = settings.workflow, []
+    esc = wf.escalation
+    if esc.enabled and all(getattr(esc.models, k) is None for k in ESCALATION_KEYS):
+        out.append(
+            "workflow.escalation.enabled is true but every workflow.escalation.models entry is "
+            "null: retries will run with the base models (nothing escalates)"
+        )
+    if wf.enableQualityGate and not wf.failOn:
+        out.append(
+            "workflow.enableQualityGate is true but workflow.failOn is empty: "
+            "review findings will never block a ticket"
+        )
+    if esc.maxRetries < 1:
+        out.append(
+            f"workflow.escalation.maxRetries is {esc.maxRetries}: "
+            "no ticket may run even one attempt (use 1 or more)"
+        )
+    for role in _section(raw, "agents"):
+        if role in ROLES or role in PI_ONLY_ROLES:
+            continue
+        near = difflib.get_close_matches(role, ROLES, n=1, cutoff=0.75)
+        if near:
+            out.append(f"agents.{role} is not a role tf_fsm runs (did you mean {near[0]}?)")
+    return out

@@ -1,0 +1,155 @@
+"""One exception root. Each error keeps its context as attributes and builds its own message,
+so the CLI can print it (and map it to an exit code) without knowing how it was raised."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class TfFsmError(Exception):
+    """Root of every error tf_fsm raises on purpose."""
+
+    def __init__(self) -> None:
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:  # pragma: no cover - every subclass overrides it
+        return type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class SettingsProblem:
+    """One thing wrong in a settings file: where (dotted key path) and what."""
+
+    key: str
+    problem: str
+    suggestion: str | None = None
+
+    def render(self) -> str:
+        hint = f" (did you mean {self.suggestion}?)" if self.suggestion else ""
+        where = self.key or "<top level>"
+        return f"{where}: {self.problem}{hint}"
+
+
+class SettingsError(TfFsmError):
+    """The settings file cannot be used as it is."""
+
+    def __init__(self, path: Path | None, problems: Sequence[SettingsProblem]) -> None:
+        self.path = path
+        self.problems = tuple(problems)
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        source = str(self.path) if self.path else "settings"
+        if len(self.problems) == 1:
+            return f"{source}: {self.problems[0].render()}"
+        lines = [f"{source}: {len(self.problems)} problems"]
+        lines += [f"  - {p.render()}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class InvalidTicketIdError(TfFsmError):
+    """A ticket id that must not be turned into a path."""
+
+    def __init__(self, ticket_id: str, reason: str) -> None:
+        self.ticket_id = ticket_id
+        self.reason = reason
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"invalid ticket id {self.ticket_id!r}: {self.reason}"
+
+
+class CorruptStateError(TfFsmError):
+    """A persisted file exists but cannot be trusted. It is never silently replaced."""
+
+    def __init__(self, path: Path, problem: str, remedy: str | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        self.remedy = remedy
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        text = f"{self.path}: {self.problem}"
+        return f"{text}\n  {self.remedy}" if self.remedy else text
+
+
+class ProjectNotFoundError(TfFsmError):
+    """No tf_fsm project above the working directory."""
+
+    def __init__(self, start: Path) -> None:
+        self.start = start
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return (
+            f"no tf_fsm project found at or above {self.start} "
+            "(looked for .tf/ or .tickets/; run `tf-fsm init` or pass --root)"
+        )
+
+
+class InvalidArtifactNameError(TfFsmError):
+    """An artifact name that would leave the ticket directory or clobber a file the store owns."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"invalid artifact name {self.name!r}: {self.reason}"
+
+
+class TicketLockedError(TfFsmError):
+    """Another live process holds the ticket's lock. The lock is an OS lock, so it is never stale:
+    it disappears when its holder exits, however it exits."""
+
+    def __init__(self, ticket_id: str, holder_pid: int | None, lock_path: Path) -> None:
+        self.ticket_id = ticket_id
+        self.holder_pid = holder_pid
+        self.lock_path = lock_path
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        holder = f"pid {self.holder_pid}" if self.holder_pid is not None else "holder pid unknown"
+        return (
+            f"ticket {self.ticket_id} is locked by another tf-fsm process "
+            f"({holder}; lock {self.lock_path})\n"
+            "  wait for it to finish or stop it; the lock is released as soon as that process exits"
+        )
+
+
+class TicketError(TfFsmError):
+    """A ticket that is missing or cannot be parsed."""
+
+    def __init__(self, path: Path, problem: str, line: int | None = None) -> None:
+        self.path, self.problem, self.line = path, problem, line
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.problem}"
+
+
+class ExecutorError(TfFsmError):
+    """The executor cannot run at all (e.g. its program is missing). Raised before any phase."""
+
+    def __init__(self, problem: str, setting: str = "executor") -> None:
+        self.problem, self.setting = problem, setting
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"{self.setting}: {self.problem}"

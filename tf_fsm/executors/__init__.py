@@ -1,0 +1,33 @@
+"""Executors run one agent invocation each. `executor.kind` in settings picks one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tf_fsm.config import LoadedSettings
+from tf_fsm.executors.base import Executor, ExecutorError, Invocation, InvocationResult, OutputMark
+
+__all__ = [
+    "Executor",
+    "ExecutorError",
+    "Invocation",
+    "InvocationResult",
+    "OutputMark",
+    "make_executor",
+]
+
+
+def make_executor(settings: LoadedSettings, root: Path) -> Executor:
+    conf = settings.settings.executor
+    if conf.kind == "scripted":
+        from tf_fsm.executors.scripted import ScriptedExecutor, load_scenario
+
+        path = None
+        if conf.scenario:
+            path = (
+                Path(conf.scenario) if Path(conf.scenario).is_absolute() else root / conf.scenario
+            )
+        return ScriptedExecutor(load_scenario(path))
+    from tf_fsm.executors.command import CommandExecutor
+
+    return CommandExecutor(conf.command, root)

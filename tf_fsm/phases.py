@@ -1,0 +1,354 @@
+"""What each phase does, and which phases an attempt runs.
+
+`phase_plan` is pure: the phases of attempt N, each with the reason it runs or is skipped.
+`PhaseRunner` runs one phase's agent invocations and the reports tf_fsm writes itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from tf_fsm import journal as ev
+from tf_fsm import tickets
+from tf_fsm.config import REVIEWER_ROLES, LoadedSettings
+from tf_fsm.detection import blocking_counts, parse_review
+from tf_fsm.escalation import Resolution
+from tf_fsm.executors import Invocation, OutputMark
+from tf_fsm.prompts import PHASE_TEMPLATE, render
+from tf_fsm.reports import (
+    REVIEW_FILES,
+    merge_reviews,
+    render_close_summary,
+    render_post_fix_verification,
+    zero_counts,
+)
+from tf_fsm.state import SEVERITIES
+
+if TYPE_CHECKING:
+    from tf_fsm.orchestrator import TicketRun, _Attempt
+
+#: phase -> (role, artifact) for the single-role phases
+SINGLE_ROLE: dict[str, tuple[str, str]] = {
+    "research": ("researcher", "research.md"),
+    "implement": ("worker", "implementation.md"),
+    "fix": ("fixer", "fixes.md"),
+    "close": ("closer", "close-notes.md"),
+}
+#: what each phase's agents should read
+INPUTS: dict[str, tuple[str, ...]] = {
+    "research": (),
+    "implement": ("research.md",),
+    "review": ("implementation.md",),
+    "fix": ("review.md", "implementation.md"),
+    "verify": ("review.md", "fixes.md"),
+    "close": ("post-fix-verification.md", "review.md", "fixes.md"),
+}
+
+
+def phase_plan(
+    attempt: int, settings: LoadedSettings, research_flag: bool | None, resolution: Resolution
+) -> dict[str, tuple[bool, str]]:
+    """Which phases attempt `attempt` runs, and why. Fix is provisional: it also needs failOn
+    findings in review.md, which only the review phase can tell."""
+    wf = settings.workflow
+    plan: dict[str, tuple[bool, str]] = {}
+    if research_flag is True:
+        plan["research"] = (True, "--with-research")
+    elif research_flag is False:
+        plan["research"] = (False, "--no-research")
+    elif not wf.enableResearcher:
+        plan["research"] = (False, "workflow.enableResearcher is false")
+    elif attempt > 1:
+        plan["research"] = (
+            False,
+            "retry: research is not re-run (seed 003); --with-research forces it",
+        )
+    else:
+        plan["research"] = (True, "attempt 1")
+    if attempt == 1:
+        plan["implement"] = (True, "attempt 1")
+    elif resolution.roles["worker"].escalated:
+        plan["implement"] = (
+            True,
+            f"retry with an escalated worker ({resolution.roles['worker'].model})",
+        )
+    else:
+        plan["implement"] = (False, "retry without an escalated worker: the implementation stands")
+    reviewers = [r for r in wf.enableReviewers if r in REVIEWER_ROLES]
+    plan["review"] = (
+        (True, f"reviewers: {', '.join(reviewers)}")
+        if reviewers
+        else (False, "workflow.enableReviewers is empty")
+    )
+    plan["fix"] = (
+        (True, "when review.md has failOn findings")
+        if wf.enableFixer
+        else (False, "workflow.enableFixer is false")
+    )
+    plan["verify"] = (True, "the quality gate is decided here")
+    plan["close"] = (True, "always")
+    return plan
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class PhaseRunner:
+    """Runs the phases of one attempt; returns a one-line failure or None from `run`."""
+
+    def __init__(self, run: TicketRun, attempt: _Attempt) -> None:
+        self.run_, self.attempt = run, attempt
+        self.store = run.store
+        self.wf = run.settings.workflow
+        self.fail_on = list(self.wf.failOn)
+        self.pre_counts: dict[str, int] = self._counts_from("review.md")
+        self.post_counts: dict[str, int] = dict(self.pre_counts)
+        self.gate_reason = ""
+
+    def run(self, phase: str) -> str | None:
+        self.run_._event(
+            ev.PhaseStarted, self.attempt.number, phase=phase, roles=self._roles(phase)
+        )
+        failure: str | None = getattr(self, f"_{phase}")()
+        if failure is None:
+            artifact = self._primary(phase)
+            data = (self.store.dir / artifact).read_bytes()
+            self.run_._event(
+                ev.PhaseCompleted,
+                self.attempt.number,
+                phase=phase,
+                artifact=artifact,
+                sha256=_sha256(data),
+            )
+        return failure
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _roles(self, phase: str) -> list[str]:
+        if phase in ("review", "verify"):
+            return [r for r in self.wf.enableReviewers if r in REVIEWER_ROLES]
+        if phase == "close" and not self.wf.enableCloser:
+            return []
+        return [SINGLE_ROLE[phase][0]]
+
+    @staticmethod
+    def _primary(phase: str) -> str:
+        return {
+            "review": "review.md",
+            "verify": "post-fix-verification.md",
+            "close": "close-summary.md",
+        }.get(phase, SINGLE_ROLE.get(phase, ("", ""))[1])
+
+    def _counts_from(self, name: str) -> dict[str, int]:
+        text = self.store.read_artifact(name)
+        return parse_review(text).counts if text else zero_counts()
+
+    def _invoke(self, phase: str, role: str, artifact: str) -> str | None:
+        run, n = self.run_, self.attempt.number
+        chosen = self.attempt.resolution.roles[role]
+        output = self.store.dir / artifact
+        prompt = run.store.redactor(
+            render(
+                PHASE_TEMPLATE,
+                ticket={"id": run.ticket.id, "title": run.ticket.title, "body": run.ticket.body},
+                phase=phase,
+                role=role,
+                model=chosen.model,
+                attempt=n,
+                trigger=self.attempt.trigger,
+                output=str(output),
+                inputs=[str(self.store.dir / i) for i in INPUTS[phase]],
+                escalated=self.attempt.resolution.escalated_roles,
+                chain_context=str(self.store.chain_context_path),
+            )
+        )
+        prompt_file = run.store.write_artifact(f"prompts/attempt-{n}/{phase}-{role}.md", prompt)
+        log_name = f"logs/attempt-{n}/{phase}-{role}.log"
+        invocation = Invocation(
+            ticket_id=run.ticket_id,
+            phase=phase,
+            role=role,
+            model=chosen.model,
+            thinking=chosen.thinking,
+            attempt=n,
+            root=run.root,
+            artifact_dir=self.store.dir,
+            output=output,
+            prompt=prompt,
+            prompt_file=prompt_file,
+            chain_context=self.store.chain_context_path,
+            log_file=self.store.dir / log_name,
+            timeout=run.settings.settings.executor.timeoutSeconds,
+        )
+        mark = OutputMark.of(output)
+        run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
+        result = run.executor.invoke(invocation)
+        log_path = run.store.write_artifact(log_name, result.log)
+        failure = result.failure
+        if result.ok and not mark.written_since(output):
+            failure = f"the agent exited 0 but did not write its output {artifact}"
+        ok = failure is None
+        run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
+        sha = _sha256(output.read_bytes()) if output.exists() else None
+        run._event(
+            ev.InvocationFinished,
+            n,
+            phase=phase,
+            role=role,
+            model=chosen.model,
+            artifact=artifact,
+            sha256=sha,
+            ok=ok,
+            durationMs=round(result.duration * 1000),
+        )
+        if ok:
+            return None
+        message = f"{phase} ({role}, {chosen.model}) failed: {failure}; log: {log_path}"
+        run._event(
+            ev.PhaseFailed,
+            n,
+            phase=phase,
+            role=role,
+            failure=failure,
+            exitCode=result.exit_code,
+            stderrTail=result.stderr_tail,
+            log=str(log_path),
+        )
+        return message
+
+    def _reviewers(
+        self, phase: str, prefix: str, merged_name: str, title: str
+    ) -> tuple[str | None, dict[str, int]]:
+        texts: dict[str, str] = {}
+        for role in self._roles(phase):
+            name = prefix + REVIEW_FILES[role]
+            failure = self._invoke(phase, role, name)
+            if failure:
+                return failure, {}
+            texts[role] = self.store.read_artifact(name) or ""
+        merged = merge_reviews(self.run_.ticket_id, texts, title)
+        self.store.write_artifact(merged_name, merged.text)
+        return None, merged.counts
+
+    # -- the phases -------------------------------------------------------------------------
+
+    def _research(self) -> str | None:
+        return self._invoke("research", *SINGLE_ROLE["research"])
+
+    def _implement(self) -> str | None:
+        return self._invoke("implement", *SINGLE_ROLE["implement"])
+
+    def _review(self) -> str | None:
+        failure, counts = self._reviewers("review", "", "review.md", "Review")
+        if failure:
+            return failure
+        self.pre_counts = self.post_counts = counts
+        facts = self.attempt.facts
+        if self.wf.enableFixer and not blocking_counts(counts, self.fail_on):
+            facts.runs = facts.runs - {"fix"}
+            self.attempt.plan["fix"] = (False, "review.md has no failOn findings")
+        return None
+
+    def _fix(self) -> str | None:
+        self.attempt.extra["fixed"] = True
+        return self._invoke("fix", *SINGLE_ROLE["fix"])
+
+    def _verify(self) -> str | None:
+        mode: str = self.wf.postFixVerification
+        fix_ran = "fix" in self.attempt.facts.runs
+        if not fix_ran:
+            mode, post = "no-fix", dict(self.pre_counts)
+        elif mode == "rereview":
+            failure, post = self._reviewers(
+                "verify", "post-fix-", "post-fix-review.md", "Post-Fix Review"
+            )
+            if failure:
+                return failure
+        else:
+            fixed = self._counts_from("fixes.md")
+            post = {s: max(0, self.pre_counts.get(s, 0) - fixed.get(s, 0)) for s in SEVERITIES}
+        self.post_counts = post
+        blocking = blocking_counts(post, self.fail_on)
+        listed = ", ".join(self.fail_on) or "none"
+        if not self.wf.enableQualityGate:
+            passed, reason = True, "workflow.enableQualityGate is false: nothing blocks"
+        elif blocking:
+            passed = False
+            items = ", ".join(f"{s}: {c}" for s, c in blocking.items())
+            reason = f"post-fix counts {items} (failOn: {listed})"
+        else:
+            passed = True
+            reason = f"no failOn severity remains after the fix (failOn: {listed})"
+        self.attempt.facts.gate_passed = passed
+        self.gate_reason = reason
+        md, data = render_post_fix_verification(
+            self.run_.ticket_id,
+            mode=mode,
+            pre=self.pre_counts,
+            post=post,
+            fail_on=self.fail_on,
+            passed=passed,
+            reason=reason,
+        )
+        self.store.write_artifact("post-fix-verification.md", md)
+        self.store.write_artifact("post-fix-verification.json", json.dumps(data, indent=2) + "\n")
+        self.run_._event(
+            ev.GateEvaluated,
+            self.attempt.number,
+            passed=passed,
+            counts=post,
+            failOn=self.fail_on,
+            source="post-fix-verification",
+            reason=reason,
+        )
+        return None
+
+    def _close(self) -> str | None:
+        if self.wf.enableCloser:
+            failure = self._invoke("close", *SINGLE_ROLE["close"])
+            if failure:
+                return failure
+        closed = self.attempt.facts.gate_passed is True
+        state = self.store.load_retry_state()
+        retry_count = state.retryCount if state else 0
+        res = self.attempt.resolution
+        escalated = {r: res.roles[r].model for r in res.escalated_roles}
+        after = retry_count if closed else retry_count + 1
+        summary = render_close_summary(
+            self.run_.ticket_id,
+            closed=closed,
+            attempt=self.attempt.number,
+            trigger=self.attempt.trigger,
+            counts=self.post_counts,
+            fail_on=self.fail_on,
+            escalated=escalated,
+            reason=self.gate_reason,
+            retry_count=0 if closed else after,
+            max_retries=self.run_.settings.max_retries,
+        )
+        self.store.write_artifact("close-summary.md", summary)
+        if closed:
+            self._close_ticket()
+        return None
+
+    def _close_ticket(self) -> None:
+        run = self.run_
+        current = tickets.read(run.root, run.ticket_id)
+        if current.status == "closed":
+            return  # a resumed close must not add the note twice
+        note = (
+            f"tf-fsm: closed on attempt {self.attempt.number} "
+            f"(quality gate passed; {self.gate_reason}). Artifacts: {self.store.dir}"
+        )
+        run._edit_ticket(
+            lambda text: tickets.with_note(
+                tickets.with_field(text, "status", "closed"), note, run.now()
+            )
+        )
+
+
+def summary_counts(data: dict[str, Any]) -> dict[str, int]:
+    return {s: int(data.get(s, 0)) for s in SEVERITIES}

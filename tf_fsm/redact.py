@@ -1,0 +1,197 @@
+"""Secret redaction for everything tf_fsm writes (journal lines, artifacts, state files).
+
+Pure: text in, text out. One combined compiled regex does the work, so a megabyte of agent
+output costs one pass. The rules it keeps:
+
+* Output that was already redacted is left alone (redacting twice equals redacting once): no
+  pattern can match inside or start at the `[REDACTED]` marker.
+* Text that is JSON-encoded (once or twice, e.g. a transcript inside a journal line) is still
+  redacted, and a match never cuts a JSON escape sequence in half, so valid JSON stays valid.
+* Prose and code are left alone where a secret is unlikely: a key name needs a separator and a
+  plausible value (`token budget`, `token: str`, `password = get_password()` are untouched).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+MARKER = "[REDACTED]"
+
+# Speed: every alternative of the combined regex starts with one literal character, so `re` gets a
+# table of possible first characters and skips everything else in C. Checks on what comes before
+# a match are lookbehinds placed right after that first character (hence the `.` in them).
+
+# A token must start a word, or follow a JSON escape such as `\n` (a secret on its own line reads
+# `...\nghp_...` once the text is JSON-encoded). `]` counts as part of a word so that a token glued
+# to an earlier `[REDACTED]` is not redacted on a second pass only (redaction is idempotent).
+_WORD_START = r"(?:(?<![A-Za-z0-9_\]].)|(?<=\\[nrt].))"
+# A quote, possibly escaped once or more (`"`, `\"`, `\\\"`): JSON inside JSON.
+_QUOTE = r"\\*[\"']"
+# Characters of an unquoted value: stops at whitespace, quotes, backslashes (so a JSON escape is
+# never split), brackets (so `[REDACTED]` is never a value) and the usual delimiters of code/URLs.
+_VAL = r"[^\s\"'\\`,;&<>(){}\[\]]"
+
+# Key names that announce a secret, as they end: `OPENAI_API_KEY`, `x-api-key`, `githubToken`,
+# `db.password`, `client_secret`. `key` alone is not one ("the key: insight"), nor is `auth`.
+_KEY_ENDINGS = (
+    "token", "secret", "password", "passwd", "passphrase", "authorization",
+    "api[_-]key", "apikey", "access[_-]key", "secret[_-]key", "private[_-]key",
+)  # fmt: skip
+
+
+def _after_key(gaps: tuple[str, ...]) -> str:
+    """Lookbehind (after the first character of the match): a key ending, then one of `gaps`."""
+    last_letters = "".join({e[-1] + e[-1].upper() for e in _KEY_ENDINGS})
+    quick = "|".join(f"(?<=[{last_letters}]{gap}.)" for gap in gaps)
+    exact = "|".join(f"(?<=(?i:{end}){gap}.)" for end in _KEY_ENDINGS for gap in gaps)
+    return f"(?:{quick})(?:{exact})"
+
+
+# Values, each in the last capturing group of its alternative (the part that is replaced).
+_SCHEMED = rf"[ \t]*((?i:bearer|basic|token|bot|digest)[ \t]+{_VAL}{{8,}}+)"
+# `password=value` is an assignment, unless the value is code: `get()`, `env["X"]`, None, `==`.
+_EQ_VALUE = (
+    r"[ \t]*((?!(?i:none|null|nil|true|false|undefined)(?![A-Za-z0-9_]))"
+    rf"(?![=$*]){_VAL}++)(?![(\[])"
+)
+# `token: value` is also prose ("Token: the unit of text"), so the value must look like a
+# credential: 6 characters or more, one of them a digit or a symbol.
+_COLON_VALUE = rf"[ \t]*((?={_VAL}{{6}})(?=[A-Za-z]*+[0-9_./+=!@#$%^*~:?-]){_VAL}++)"
+_quote_names = itertools.count()
+
+
+def _quoted() -> str:
+    """A quoted value; the closing quote must match the opening one, escapes included, so that
+    the end of one JSON-in-JSON string is not read as the start of a value."""
+    q = f"q{next(_quote_names)}"
+    return rf"[ \t]*(?P<{q}>{_QUOTE})((?!\[REDACTED\])(?:(?!(?P={q}))[^\\\r\n])++)(?=(?P={q}))"
+
+
+def _after_eq() -> str:
+    return f"(?:{_quoted()}|{_SCHEMED}|{_EQ_VALUE})"
+
+
+def _after_colon() -> str:
+    return f"(?:{_quoted()}|{_SCHEMED}|{_COLON_VALUE})"
+
+
+def _sep_and_value() -> str:
+    return rf"[ \t]*(?:={_after_eq()}|:{_after_colon()})"
+
+
+_KEY_BEFORE = _after_key(("",))
+_KEY_OR_KEY_SPACE_BEFORE = _after_key(("", "[ \t]"))
+
+_PATTERNS: tuple[str, ...] = (
+    # PEM private keys, the whole block; lines end in real or JSON-escaped newlines. A block cut
+    # off before its END line is redacted to the end of its base64.
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[A-Za-z0-9+/=:,\s]|-(?!----)|\\+[nrt])*+"
+    r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?",
+    # OpenAI (sk-, sk-proj-, ...) and Anthropic (sk-ant-). A digit is required, so that words
+    # joined by hyphens ("sk-learn-style-...") are not keys.
+    rf"s{_WORD_START}k-(?:proj-|ant-|svcacct-|admin-)?(?=[A-Za-z_-]*+[0-9])[A-Za-z0-9_-]{{20,}}+",
+    rf"g{_WORD_START}h[pousr]_[A-Za-z0-9]{{30,}}+",
+    rf"g{_WORD_START}ithub_pat_[A-Za-z0-9_]{{30,}}+",
+    rf"x{_WORD_START}ox[abposr]-(?=[A-Za-z-]*+[0-9])[A-Za-z0-9-]{{10,}}+",
+    rf"A{_WORD_START}(?:KIA|SIA)[A-Z0-9]{{16}}(?![A-Za-z0-9[])",  # `[`: see _WORD_START
+    rf"A{_WORD_START}Iza[0-9A-Za-z_-]{{35,}}+",
+    rf"s{_WORD_START}k_(?:live|test)_[A-Za-z0-9]{{16,}}+",
+    rf"r{_WORD_START}k_(?:live|test)_[A-Za-z0-9]{{16,}}+",
+    rf"e{_WORD_START}yJ[A-Za-z0-9_-]{{8,}}+\.eyJ[A-Za-z0-9_-]{{8,}}+\.[A-Za-z0-9_-]*+",
+    # Bearer <token>: the scheme is kept. A digit and 16 characters: not "Bearer authentication".
+    rf"B{_WORD_START}earer[ \t]+((?=[A-Za-z._~+/-]*+[0-9])[A-Za-z0-9._~+/-]{{16,}}+=*+)",
+    # https://user:password@host: the user is kept.
+    r"://[^/\s:@\"'\\\[\]]++:((?!\[REDACTED\])[^/\s@\"'\\\[\]]++)(?=@)",
+    # Assignments to a secret key name, matched from the character after the name:
+    # "apiKey": "v" / \"apiKey\": \"v\" (JSON, JSON in JSON) / password=v / token = v / token: v.
+    rf"\"{_KEY_BEFORE}{_sep_and_value()}",
+    rf"'{_KEY_BEFORE}{_sep_and_value()}",
+    rf"\\{_KEY_BEFORE}\\*[\"']{_sep_and_value()}",
+    rf"={_KEY_OR_KEY_SPACE_BEFORE}{_after_eq()}",
+    rf":{_KEY_OR_KEY_SPACE_BEFORE}{_after_colon()}",
+)
+
+_SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+_MIN_LITERAL = 8
+
+
+def _overlaps_marker(value: str) -> bool:
+    """True if redacting `value` could eat into a marker written earlier, which would break
+    idempotence: the value occurs in the marker, contains it, or can straddle its edges."""
+    if value in MARKER or MARKER in value:
+        return True
+    edges = range(1, len(MARKER))
+    return any(value.startswith(MARKER[i:]) or value.endswith(MARKER[:i]) for i in edges)
+
+
+_EDGE = " \t\r\n\"'\\"
+
+
+def _literal_forms(value: str) -> set[str]:
+    """The value as it appears in text, in JSON text and in JSON inside JSON. Quotes,
+    backslashes and blanks at its ends are left out (a value set as `"abc..."`): in JSON text
+    they would match the quote that ends a string, or half of an escape, and break the JSON."""
+    core = value.strip(_EDGE)
+    forms = {core}
+    for ensure_ascii in (False, True):
+        once = json.dumps(core, ensure_ascii=ensure_ascii)[1:-1]
+        forms.add(once)
+        forms.add(json.dumps(once, ensure_ascii=ensure_ascii)[1:-1])
+    return {f for f in forms if len(f) >= _MIN_LITERAL and not _overlaps_marker(f)}
+
+
+class Redactor:
+    """Replaces secrets with `[REDACTED]`: known token shapes, `key=value` assignments of secret
+    key names, and any extra literal values (e.g. the values of secret environment variables)."""
+
+    def __init__(self, literals: Iterable[str] = ()) -> None:
+        forms: set[str] = set()
+        for value in literals:
+            forms |= _literal_forms(value)
+        self.literal_count = len(forms)
+        parts = list(_PATTERNS)
+        if forms:
+            # Longest first, so an escaped form wins over the raw value it starts with. A literal
+            # right after a lone backslash would split an escape (`\n` + `nsecret...`): skipped.
+            ordered = sorted(forms, key=lambda f: (-len(f), f))
+            parts += [re.escape(f[0]) + r"(?<![^\\]\\.)" + re.escape(f[1:]) for f in ordered]
+        self._regex = re.compile("|".join(parts))
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
+        """Add the values of environment variables whose name looks secret (`*_TOKEN`,
+        `*API_KEY*`, `DB_PASSWORD`, ...). Short or all-digit values are skipped: they would
+        redact ordinary text. Absolute paths too (`SSH_AUTH_SOCK`, `XAUTHORITY`)."""
+        values = [
+            value
+            for name, value in environ.items()
+            if _SECRET_NAME_RE.search(name)
+            and len(value) >= _MIN_LITERAL
+            and not value.isdigit()
+            and not value.startswith("/")
+        ]
+        return cls([*values, *extra])
+
+    def __call__(self, text: str) -> str:
+        return self._regex.sub(self._replace, text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        # Alternatives that keep a prefix (a separator, "Bearer ", a URL's user) capture the value
+        # in their last group; the others have no group and are replaced whole.
+        if match.lastindex is None:
+            return MARKER
+        kept = match.string[match.start() : match.start(match.lastindex)]
+        # The kept part is redacted too: a URL's user may be a token (https://ghp_...@host).
+        return self(kept) + MARKER
+
+
+_DEFAULT = Redactor()
+
+
+def redact(text: str) -> str:
+    """Redact with the known patterns only (no environment values)."""
+    return _DEFAULT(text)

@@ -1,0 +1,80 @@
+"""Read-only views of tickets for `tf-fsm status` and `tf-fsm gate`. Nothing here writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.config import LoadedSettings
+from tf_fsm.detection import evaluate
+from tf_fsm.escalation import retries_left, should_skip
+from tf_fsm.machine import state_of_attempt
+from tf_fsm.store import TICKET_ID_RE, TicketStore
+
+
+def _knowledge(root: Path, settings: LoadedSettings) -> Path:
+    configured = Path(settings.workflow.knowledgeDir)
+    return configured if configured.is_absolute() else root / configured
+
+
+def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
+    """Tickets with a state directory, sorted by id."""
+    base = _knowledge(root, settings) / "tickets"
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
+
+
+def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    store = TicketStore(_knowledge(root, settings), ticket_id)
+    state = store.load_retry_state()
+    cur = state.current if state else None
+    escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []
+    failure = (
+        next(
+            (
+                a.reason
+                for a in reversed(state.attempts)
+                if a.status in ("blocked", "error") and a.reason
+            ),
+            None,
+        )
+        if state
+        else None
+    )
+    if cur is not None and cur.status == "closed":
+        failure = None
+    return {
+        "ticket": ticket_id,
+        "state": state_of_attempt(cur.status if cur else None, cur.phase if cur else None),
+        "status": state.status if state else None,
+        "phase": cur.phase if cur else None,
+        "attempt": cur.attemptNumber if cur else None,
+        "trigger": cur.trigger if cur else None,
+        "retryCount": state.retryCount if state else 0,
+        "maxRetries": settings.max_retries,
+        "retriesLeft": retries_left(state, settings),
+        "skip": should_skip(state, settings),
+        "escalatedRoles": escalated,
+        "lastFailure": failure,
+    }
+
+
+def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    store = TicketStore(_knowledge(root, settings), ticket_id)
+    verdict = evaluate(
+        settings.workflow.failOn,
+        close_summary=store.read_artifact("close-summary.md"),
+        post_fix_verification=store.read_artifact("post-fix-verification.md"),
+        review=store.read_artifact("review.md"),
+    )
+    return {
+        "ticket": ticket_id,
+        "blocked": verdict.blocked,
+        "status": verdict.status,
+        "source": verdict.source,
+        "counts": verdict.counts,
+        "failOn": list(verdict.fail_on),
+        "reason": verdict.reason,
+        "notes": list(verdict.notes),
+    }

@@ -1,0 +1,431 @@
+"""The only code that touches a ticket's files: `<knowledge>/tickets/<ticket-id>/`.
+
+Rules kept here: a ticket id is validated before it becomes a path; persisted files are replaced
+atomically (temp file in the same directory, fsync, rename, fsync of the directory); journal
+appends are fsynced; a file that cannot be trusted raises CorruptStateError and is never
+rewritten behind the user's back; reads never write; everything written is redacted first.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
+
+from tf_fsm.errors import (
+    CorruptStateError,
+    InvalidArtifactNameError,
+    InvalidTicketIdError,
+    TicketLockedError,
+)
+from tf_fsm.journal import (
+    Event,
+    JournalLineError,
+    JournalRead,
+    JournalTailDropped,
+    RetryStateReset,
+    decode,
+    encode,
+    timestamp,
+    validation_problem,
+)
+from tf_fsm.redact import Redactor
+from tf_fsm.state import RetryState
+
+MAX_TICKET_ID_LENGTH = 128
+TICKET_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_ARTIFACT_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# Files with their own API (and their own integrity rules) that write_artifact must not replace.
+_RESERVED_ARTIFACTS = frozenset({"retry-state.json", "events.jsonl"})
+_PREVIEW_CHARS = 80
+_TAIL_CHUNK = 64 * 1024
+
+
+def validate_ticket_id(ticket_id: str) -> str:
+    """Return `ticket_id` if it is safe as one directory name, else InvalidTicketIdError."""
+    if not isinstance(ticket_id, str):
+        raise InvalidTicketIdError(repr(ticket_id), "must be a string")
+    reason = None
+    if not ticket_id:
+        reason = "must not be empty"
+    elif len(ticket_id) > MAX_TICKET_ID_LENGTH:
+        reason = f"is {len(ticket_id)} characters long (at most {MAX_TICKET_ID_LENGTH})"
+    elif "/" in ticket_id or "\\" in ticket_id:
+        reason = "must not contain a path separator ('/' or '\\')"
+    elif "\0" in ticket_id:
+        reason = "must not contain a NUL character"
+    elif any(c.isspace() for c in ticket_id):
+        reason = "must not contain whitespace"
+    elif ".." in ticket_id:
+        reason = "must not contain '..'"
+    elif not TICKET_ID_RE.fullmatch(ticket_id[0]):
+        reason = f"must start with a letter, digit or '_', not {ticket_id[0]!r}"
+    elif not TICKET_ID_RE.fullmatch(ticket_id):
+        bad = next(c for c in ticket_id if not re.fullmatch(r"[A-Za-z0-9_.-]", c))
+        reason = f"contains {bad!r}; only ASCII letters, digits, '-', '_' and '.' are allowed"
+    if reason is not None:
+        raise InvalidTicketIdError(ticket_id, reason)
+    return ticket_id
+
+
+# --- atomic writes ------------------------------------------------------------------------
+
+
+def _fsync_dir(directory: Path) -> None:
+    # A rename or a new file is only durable once the directory entry is.
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _umask() -> int:
+    # os.umask can only be read by setting it, so it is read once and put straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        # mkstemp creates 0600; keep the mode the file had, or what a plain open() would give.
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as tmp_file:
+            tmp_file.write(data)
+            tmp_file.flush()
+            os.fchmod(tmp_file.fileno(), mode)
+            os.fsync(tmp_file.fileno())
+        tmp.replace(path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _json_text(obj: Any) -> str:
+    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Pretty JSON (2-space indent, UTF-8, trailing newline), the way pi-ticketflow writes it.
+    Serialized before the temp file exists, so an unserializable object leaves nothing behind."""
+    atomic_write_text(path, _json_text(obj))
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+class TicketStore:
+    """All files of one ticket. Build one per command; hold `lock()` while changing anything."""
+
+    def __init__(
+        self, knowledge_dir: Path, ticket_id: str, redactor: Redactor | None = None
+    ) -> None:
+        self.ticket_id = validate_ticket_id(ticket_id)  # before any path is built from it
+        self.knowledge_dir = Path(knowledge_dir)
+        self.dir = self.knowledge_dir / "tickets" / self.ticket_id
+        self.retry_state_path = self.dir / "retry-state.json"
+        self.journal_path = self.dir / "events.jsonl"
+        self.chain_context_path = self.dir / "chain-context.json"
+        self.lock_path = self.dir / ".lock"
+        self.lock_owner_path = self.dir / ".lock.owner"
+        # Default: known patterns plus this process's secret-looking environment values.
+        self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
+
+    # --- artifacts ------------------------------------------------------------------------
+
+    def artifact_path(self, name: str) -> Path:
+        """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`)."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArtifactNameError(str(name), "must be a non-empty string")
+        if "\\" in name or "\0" in name:
+            raise InvalidArtifactNameError(name, "must not contain '\\' or NUL")
+        if PurePosixPath(name).is_absolute() or re.match(r"[A-Za-z]:", name):
+            raise InvalidArtifactNameError(name, "must be relative to the ticket directory")
+        segments = name.split("/")
+        for segment in segments:
+            if segment in ("", ".", ".."):
+                raise InvalidArtifactNameError(name, "has an empty, '.' or '..' segment")
+            if not _ARTIFACT_SEGMENT_RE.fullmatch(segment):
+                raise InvalidArtifactNameError(
+                    name,
+                    f"segment {segment!r} must be ASCII letters, digits, '-', '_', '.' "
+                    "and not start with '.' or '-'",
+                )
+        if segments[0] in _RESERVED_ARTIFACTS or segments[0].startswith("retry-state.json"):
+            raise InvalidArtifactNameError(name, "is a state file the store writes itself")
+        path = self.dir.joinpath(*segments)
+        # A symlink inside the ticket directory must not lead the write elsewhere.
+        if not path.resolve().is_relative_to(self.dir.resolve()):
+            raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
+        return path
+
+    def write_artifact(self, name: str, text: str) -> Path:
+        path = self.artifact_path(name)
+        atomic_write_text(path, self.redactor(text))
+        return path
+
+    def read_artifact(self, name: str) -> str | None:
+        try:
+            data = self.artifact_path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    # --- retry state ----------------------------------------------------------------------
+
+    def _corrupt_state(self, problem: str) -> CorruptStateError:
+        remedy = (
+            f"run `tf-fsm run {self.ticket_id} --retry-reset` to move it aside as "
+            "retry-state.json.bak.<UTC timestamp> and start again at attempt 1"
+        )
+        return CorruptStateError(self.retry_state_path, problem, remedy=remedy)
+
+    def _parse_retry_state(self, raw: bytes) -> RetryState:
+        if not raw.strip():
+            raise self._corrupt_state("the file is empty")
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise self._corrupt_state(f"not UTF-8 (byte {exc.start})") from exc
+        except json.JSONDecodeError as exc:
+            problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            raise self._corrupt_state(problem) from exc
+        if not isinstance(data, dict):
+            raise self._corrupt_state(f"expected a JSON object, got {type(data).__name__}")
+        try:
+            state = RetryState.model_validate(data)
+        except ValidationError as exc:
+            raise self._corrupt_state(validation_problem(exc)) from exc
+        if state.ticketId != self.ticket_id:
+            raise self._corrupt_state(
+                f"ticketId is {state.ticketId!r} but the file is in the directory of "
+                f"{self.ticket_id!r}"
+            )
+        return state
+
+    def load_retry_state(self) -> RetryState | None:
+        """The ticket's retry state, None if it has none. Read-only, whatever it finds."""
+        try:
+            raw = self.retry_state_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return self._parse_retry_state(raw)
+
+    def save_retry_state(self, state: RetryState) -> None:
+        """Replace the retry state atomically. A file already there that cannot be trusted is
+        not overwritten (CorruptStateError): only `reset_retry_state` may set it aside."""
+        if state.ticketId != self.ticket_id:
+            raise ValueError(
+                f"state of {state.ticketId!r} given to the store of {self.ticket_id!r}"
+            )
+        self.load_retry_state()
+        atomic_write_text(self.retry_state_path, self._redacted_json(state.to_json_dict()))
+
+    def reset_retry_state(self, now: datetime) -> Path | None:
+        """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
+        next run starts at attempt 1. Returns the backup path, None if there was no file."""
+        try:
+            raw = self.retry_state_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            count_before: int | None = self._parse_retry_state(raw).retryCount
+        except CorruptStateError:
+            count_before = None
+        stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        backup = self.dir / stem
+        suffix = 0
+        # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
+        while backup.exists():
+            suffix += 1
+            backup = self.dir / f"{stem}.{suffix}"
+        self.retry_state_path.rename(backup)
+        _fsync_dir(self.dir)
+        self.append_event(
+            RetryStateReset(
+                ts=timestamp(now),
+                ticket=self.ticket_id,
+                backup=backup.name,
+                retryCountBefore=count_before,
+            )
+        )
+        return backup
+
+    # --- journal --------------------------------------------------------------------------
+
+    def append_event(self, event: Event) -> None:
+        """Append one event, redacted, and fsync it. A torn tail left by a crashed append is
+        cut off first and recorded as a JournalTailDropped event, never dropped silently."""
+        if event.ticket != self.ticket_id:
+            raise ValueError(f"event of {event.ticket!r} given to the store of {self.ticket_id!r}")
+        line = self._redacted_line(event)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        created = not self.journal_path.exists()
+        fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            repair = self._repair_tail(fd)
+            _write_all(fd, repair + line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(self.dir)
+
+    def read_events(self) -> JournalRead:
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return JournalRead([], None)
+        try:
+            return decode(data)
+        except JournalLineError as exc:
+            raise self._corrupt_journal(f"line {exc.line_number}: {exc.problem}") from exc
+
+    def _corrupt_journal(self, problem: str) -> CorruptStateError:
+        remedy = "fix or delete that line by hand; tf-fsm never rewrites the journal"
+        return CorruptStateError(self.journal_path, problem, remedy=remedy)
+
+    def _redacted_line(self, event: Event) -> bytes:
+        # The redactor runs over the JSON text, so `"apiKey": "..."` inside a nested object is
+        # caught too. It never breaks JSON in practice; if it ever did, fall back to redacting
+        # each string value, which cannot.
+        text = self.redactor(encode(event).decode("utf-8").removesuffix("\n"))
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            data = _redact_strings(event.model_dump(mode="json"), self.redactor)
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+
+    def _redacted_json(self, obj: Any) -> str:
+        text = self.redactor(_json_text(obj))
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            text = _json_text(_redact_strings(obj, self.redactor))
+        return text
+
+    def _repair_tail(self, fd: int) -> bytes:
+        """Bytes to write before the next line so that it starts on a line of its own: nothing,
+        a newline (the last event only lacked it), or a JournalTailDropped line after the torn
+        bytes have been truncated away."""
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return b""
+        start = _last_line_start(fd, size)
+        tail = os.pread(fd, size - start, start)
+        # Judged exactly as read_events judges it: complete JSON that is not a valid event is
+        # corruption, and corruption is reported, not cut away.
+        try:
+            torn = decode(tail).torn_tail
+        except JournalLineError as exc:
+            raise self._corrupt_journal(f"last line: {exc.problem}") from exc
+        if torn is None:
+            return b"\n"
+        os.ftruncate(fd, start)
+        os.fsync(fd)
+        preview = self.redactor(tail.decode("utf-8", errors="replace"))[:_PREVIEW_CHARS]
+        dropped = JournalTailDropped(
+            ts=timestamp(datetime.now(UTC)),
+            ticket=self.ticket_id,
+            bytes=len(tail),
+            preview=preview,
+        )
+        return self._redacted_line(dropped)
+
+    # --- lock -----------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, pid_note: str | None = None) -> Iterator[None]:
+        """Hold the ticket's exclusive lock, or raise TicketLockedError at once.
+
+        flock(2) through filelock: the kernel drops the lock when the holder's process dies,
+        however it dies, so a lock is never stale. `.lock` itself stays on disk (filelock
+        neither deletes nor truncates it on Unix); the holder is described in `.lock.owner`."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # fallback_to_soft=False: on a filesystem without flock, fail loudly rather than
+        # silently use a marker-file lock that a crash would leave behind.
+        file_lock = FileLock(
+            self.lock_path, timeout=0, fallback_to_soft=False, preserve_lock_file=True
+        )
+        try:
+            file_lock.acquire()
+        except Timeout:
+            raise TicketLockedError(self.ticket_id, self._holder_pid(), self.lock_path) from None
+        try:
+            owner = {
+                "pid": os.getpid(),
+                "hostname": socket.gethostname(),
+                "startedAt": timestamp(datetime.now(UTC)),
+                "note": pid_note,
+            }
+            atomic_write_text(self.lock_owner_path, self._redacted_json(owner))
+            yield
+        finally:
+            # Removed while still locked, so a later owner file always names a live holder or
+            # one that died (whose lock the kernel has already released).
+            with suppress(FileNotFoundError):
+                self.lock_owner_path.unlink()
+            file_lock.release()
+
+    def _holder_pid(self) -> int | None:
+        try:
+            pid = json.loads(self.lock_owner_path.read_text(encoding="utf-8")).get("pid")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _last_line_start(fd: int, size: int) -> int:
+    """Offset just after the last newline before `size` (0 if there is none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline != -1:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def _redact_strings(value: Any, redactor: Redactor) -> Any:
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, dict):
+        return {redactor(str(k)): _redact_strings(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_strings(v, redactor) for v in value]
+    return value
