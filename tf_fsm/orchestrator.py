@@ -301,6 +301,10 @@ class TicketRun:
         if cur is None:
             raise ValueError("nothing to resume")
         phase = cur.phase if cur.phase in PHASES else PHASES[0]
+        if phase == "close" and "verification_passed" not in (
+            self.store.read_artifact("post-fix-verification.json") or ""
+        ):
+            phase = "verify"  # close needs this attempt's gate decision; decide it again
         attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger)
         attempt.facts.resume_phase = phase
         attempt.extra["resumed_from"] = cur.status
@@ -350,7 +354,9 @@ class TicketRun:
             raise ValueError("no attempt to run")
         machine = lifecycle()
         if "resumed_from" in attempt.extra:
-            start_state = state_of_attempt(attempt.extra["resumed_from"], cur.phase)
+            start_state = state_of_attempt(
+                attempt.extra["resumed_from"], attempt.facts.resume_phase
+            )
         else:
             previous = state.attempts[-2] if len(state.attempts) > 1 else None
             start_state = (
@@ -366,6 +372,8 @@ class TicketRun:
             elif start_state == "error":
                 machine.fire(model, "resume")
             runner = PhaseRunner(self, attempt)
+            if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
+                runner.restore_gate()
             while (phase := phase_of(model.state)) is not None:
                 state = self._save(update_current(state, phase=phase))
                 if phase not in attempt.facts.runs:

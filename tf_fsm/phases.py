@@ -108,6 +108,16 @@ class PhaseRunner:
         self.post_counts: dict[str, int] = dict(self.pre_counts)
         self.gate_reason = ""
 
+    def restore_gate(self) -> None:
+        """A run resumed at close takes the gate decided by this attempt's verify phase."""
+        raw = self.store.read_artifact("post-fix-verification.json")
+        data = json.loads(raw) if raw else {}
+        if "verification_passed" not in data:
+            return  # the resume already moved back to verify (TicketRun._resume)
+        self.attempt.facts.gate_passed = bool(data["verification_passed"])
+        self.post_counts = summary_counts(data.get("post_fix_counts", {}))
+        self.gate_reason = str(data.get("reason", ""))
+
     def run(self, phase: str) -> str | None:
         self.run_._event(
             ev.PhaseStarted, self.attempt.number, phase=phase, roles=self._roles(phase)
@@ -163,6 +173,8 @@ class PhaseRunner:
                 inputs=[str(self.store.dir / i) for i in INPUTS[phase]],
                 escalated=self.attempt.resolution.escalated_roles,
                 chain_context=str(self.store.chain_context_path),
+                artifact_dir=str(self.store.dir),
+                flags=run.options.flags(),
             )
         )
         prompt_file = run.store.write_artifact(f"prompts/attempt-{n}/{phase}-{role}.md", prompt)
@@ -250,6 +262,7 @@ class PhaseRunner:
         if self.wf.enableFixer and not blocking_counts(counts, self.fail_on):
             facts.runs = facts.runs - {"fix"}
             self.attempt.plan["fix"] = (False, "review.md has no failOn findings")
+            self.run_._write_chain_context(self.attempt)  # a resume must see the same plan
         return None
 
     def _fix(self) -> str | None:

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""A fake agent CLI for tf_fsm's `command` executor. Standalone: stdlib only, no tf_fsm import.
+
+tf_fsm runs it once per invocation with the TF_* environment of docs/lifecycle.md and the
+prompt on stdin. What it does comes from a JSON plan file named by $FAKE_AGENT_PLAN (unset: no
+findings, no failures):
+
+    {
+      "findings": [{"id": "f1", "severity": "Major", "text": "...",
+                    "reviewer": "reviewer-general", "fixedBy": ["provider/model"] or "*"}],
+      "crash":    [{"phase": "implement", "attempt": 1, "role": "worker", "exitCode": 3,
+                    "stderr": "fake agent crashed", "times": 1}],
+      "hang":     [{"phase": "review", "attempt": 1, "role": "...", "seconds": 60}],
+      "noOutput": [{"phase": "research", "attempt": 1, "role": "..."}],
+      "secret":   "sk-ant-api03-..."
+    }
+
+`attempt`, `role` and `times` are optional everywhere. The agent's memory (findings its fixes
+cleared, crash counters) lives in <TF_ARTIFACT_DIR>/fake-agent-state.json, so the "code" stays
+fixed across attempts and runs. Other environment variables:
+
+* FAKE_AGENT_LOG: every invocation appends one JSON line (ticket, phase, role, model, thinking,
+  attempt, pid) to this file.
+* FAKE_AGENT_CHILD_PID: a hanging invocation appends its child's pid (one line) to this file.
+
+Exit codes: 0 done; the plan's exitCode for a crash; 9 when tf_fsm broke the contract (missing
+variable, stdin differs from TF_PROMPT_FILE, bad chain-context.json).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+SEVERITIES = ("Critical", "Major", "Minor", "Warnings", "Suggestions")
+HEADINGS = {
+    "Critical": "Critical (must fix)",
+    "Major": "Major (should fix)",
+    "Minor": "Minor (nice to fix)",
+    "Warnings": "Warnings (follow-up ticket)",
+    "Suggestions": "Suggestions (follow-up ticket)",
+}
+REQUIRED_ENV = (
+    "TF_TICKET_ID", "TF_PHASE", "TF_ROLE", "TF_MODEL", "TF_THINKING", "TF_ATTEMPT",
+    "TF_ARTIFACT_DIR", "TF_OUTPUT", "TF_PROMPT_FILE", "TF_CHAIN_CONTEXT",
+)  # fmt: skip
+CONTRACT_BROKEN = 9
+STATE_FILE = "fake-agent-state.json"
+
+
+def fail(message: str, code: int = CONTRACT_BROKEN) -> NoReturn:
+    print(f"fake agent: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def append_line(path: str, line: str) -> None:
+    """One write on an O_APPEND descriptor: concurrent invocations never interleave."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def agent_state(artifact_dir: Path) -> Iterator[dict[str, Any]]:
+    """The agent's memory, read and written under a lock (reviewers may run in parallel)."""
+    path = artifact_dir / STATE_FILE
+    with (artifact_dir / f"{STATE_FILE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            state = {}
+        state.setdefault("cleared", [])
+        state.setdefault("crashCounts", {})
+        yield state
+        write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
+
+
+def matches(rule: dict[str, Any], phase: str, role: str, attempt: int) -> bool:
+    return (
+        rule.get("phase") == phase
+        and rule.get("attempt", attempt) == attempt
+        and rule.get("role", role) == role
+    )
+
+
+def fixes(finding: dict[str, Any], model: str) -> bool:
+    fixed_by = finding.get("fixedBy", [])
+    return fixed_by == "*" or model in fixed_by
+
+
+def counts_of(findings: list[dict[str, Any]]) -> dict[str, int]:
+    return {sev: sum(f["severity"] == sev for f in findings) for sev in SEVERITIES}
+
+
+def summary_statistics(findings: list[dict[str, Any]]) -> list[str]:
+    return ["## Summary Statistics", *(f"- {s}: {n}" for s, n in counts_of(findings).items())]
+
+
+def render_review(ticket: str, findings: list[dict[str, Any]], secret: str) -> str:
+    out = [f"# Review: {ticket}", ""]
+    if secret:
+        out += [f"Reviewed with credentials {secret}.", ""]
+    for sev in SEVERITIES:
+        items = [f"- {f['text']}" for f in findings if f["severity"] == sev]
+        out += [f"## {HEADINGS[sev]}", *(items or ["No issues found."]), ""]
+    return "\n".join([*out, *summary_statistics(findings)]) + "\n"
+
+
+def render_fixes(ticket: str, cleared: list[dict[str, Any]], secret: str) -> str:
+    items = [f"- [{f['severity']}] {f['text']}" for f in cleared] or ["No fixes applied."]
+    out = [f"# Fixes: {ticket}", ""]
+    if secret:
+        out += [f"Fixed with credentials {secret}.", ""]
+    out += ["## Fixes Applied", *items, ""]
+    return "\n".join([*out, *summary_statistics(cleared)]) + "\n"
+
+
+def render_simple(phase: str, ticket: str, secret: str) -> str:
+    extra = [f"Credentials used: {secret}", ""] if secret else []
+    if phase == "research":
+        body = [
+            f"# Research: {ticket}", "",
+            "## Findings",
+            "- The relevant code lives in the parser module.",
+            "- Existing tests cover the happy path only.", "",
+        ]  # fmt: skip
+    elif phase == "implement":
+        body = [
+            f"# Implementation: {ticket}", "",
+            "## Summary", "Implemented the change described in the ticket.", "",
+            "## Files Changed", "- `src/parser.py`", "- `tests/test_parser.py`", "",
+        ]  # fmt: skip
+    elif phase == "close":
+        body = [f"# Close notes: {ticket}", "", "Work finished; see close-summary.md.", ""]
+    else:
+        body = [f"# {phase.capitalize()}: {ticket}", "", "Done.", ""]
+    return "\n".join(body + extra)
+
+
+def main() -> int:
+    missing = [name for name in REQUIRED_ENV if name not in os.environ]
+    env = {name: os.environ.get(name, "") for name in REQUIRED_ENV}
+    log = os.environ.get("FAKE_AGENT_LOG")
+    if log:
+        call = {
+            "ticket": env["TF_TICKET_ID"], "phase": env["TF_PHASE"], "role": env["TF_ROLE"],
+            "model": env["TF_MODEL"], "thinking": env["TF_THINKING"],
+            "attempt": int(env["TF_ATTEMPT"]) if env["TF_ATTEMPT"].isdigit() else env["TF_ATTEMPT"],
+            "pid": os.getpid(),
+        }  # fmt: skip
+        append_line(log, json.dumps(call, sort_keys=True))
+    if missing:
+        fail(f"missing environment variables: {', '.join(missing)}")
+    if not env["TF_ATTEMPT"].isdigit():
+        fail(f"TF_ATTEMPT is not a number: {env['TF_ATTEMPT']!r}")
+
+    prompt = sys.stdin.buffer.read()
+    try:
+        prompt_file = Path(env["TF_PROMPT_FILE"]).read_bytes()
+    except OSError as exc:
+        fail(f"cannot read TF_PROMPT_FILE: {exc}")
+    if prompt != prompt_file:
+        fail(
+            f"stdin ({len(prompt)} bytes) differs from TF_PROMPT_FILE {env['TF_PROMPT_FILE']} "
+            f"({len(prompt_file)} bytes)"
+        )
+    try:
+        context = json.loads(Path(env["TF_CHAIN_CONTEXT"]).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        fail(f"TF_CHAIN_CONTEXT {env['TF_CHAIN_CONTEXT']}: not readable JSON: {exc}")
+    attempt = int(env["TF_ATTEMPT"])
+    if not isinstance(context, dict) or context.get("attempt") != attempt:
+        got = context.get("attempt") if isinstance(context, dict) else context
+        fail(f"chain-context.json attempt {got!r} != TF_ATTEMPT {attempt}")
+
+    plan_path = os.environ.get("FAKE_AGENT_PLAN")
+    plan: dict[str, Any] = (
+        json.loads(Path(plan_path).read_text(encoding="utf-8")) if plan_path else {}
+    )
+    ticket, phase, role, model = (
+        env[k] for k in ("TF_TICKET_ID", "TF_PHASE", "TF_ROLE", "TF_MODEL")
+    )
+    secret = plan.get("secret") or ""
+    artifact_dir = Path(env["TF_ARTIFACT_DIR"])
+    output = Path(env["TF_OUTPUT"])
+    print(f"fake agent: {phase}/{role} model={model} attempt={attempt}", flush=True)
+    if secret:
+        print(f"fake agent: using API key {secret}", file=sys.stderr, flush=True)
+
+    for rule in plan.get("hang", []):
+        if matches(rule, phase, role, attempt):
+            seconds = float(rule.get("seconds", 60))
+            child = subprocess.Popen(
+                [sys.executable, "-c", f"import time; time.sleep({seconds!r})"]
+            )
+            child_log = os.environ.get("FAKE_AGENT_CHILD_PID")
+            if child_log:
+                append_line(child_log, str(child.pid))
+            time.sleep(seconds)
+            child.wait()
+
+    for index, rule in enumerate(plan.get("crash", [])):
+        if not matches(rule, phase, role, attempt):
+            continue
+        with agent_state(artifact_dir) as state:
+            seen = state["crashCounts"].get(str(index), 0)
+            state["crashCounts"][str(index)] = seen + 1
+        if "times" not in rule or seen < int(rule["times"]):
+            print(rule.get("stderr", "fake agent crashed"), file=sys.stderr, flush=True)
+            return int(rule.get("exitCode", 3))
+
+    if any(matches(rule, phase, role, attempt) for rule in plan.get("noOutput", [])):
+        print("fake agent: exiting without writing TF_OUTPUT", file=sys.stderr, flush=True)
+        return 0
+
+    findings: list[dict[str, Any]] = plan.get("findings", [])
+    if phase in ("review", "verify"):
+        with agent_state(artifact_dir) as state:
+            cleared = set(state["cleared"])
+        mine = [f for f in findings if f.get("reviewer") == role and f["id"] not in cleared]
+        text = render_review(ticket, mine, secret)
+    elif phase == "fix":
+        with agent_state(artifact_dir) as state:
+            fixed = [f for f in findings if f["id"] not in state["cleared"] and fixes(f, model)]
+            state["cleared"] += [f["id"] for f in fixed]
+        text = render_fixes(ticket, fixed, secret)
+    else:
+        text = render_simple(phase, ticket, secret)
+    write_atomic(output, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
