@@ -22,6 +22,8 @@ fixed across attempts and runs. Other environment variables:
 * FAKE_AGENT_LOG: every invocation appends one JSON line (ticket, phase, role, model, thinking,
   attempt, pid) to this file.
 * FAKE_AGENT_CHILD_PID: a hanging invocation appends its child's pid (one line) to this file.
+* FAKE_AGENT_CONTEXT_LOG: every invocation appends the chain-context.json it was given (attempt,
+  trigger, tier, escalatedRoles, flags) as one JSON line, so tests can check it per attempt.
 
 Exit codes: 0 done; the plan's exitCode for a crash; 9 when tf_fsm broke the contract (missing
 variable, stdin differs from TF_PROMPT_FILE, bad chain-context.json).
@@ -192,6 +194,16 @@ def main() -> int:
     if not isinstance(context, dict) or context.get("attempt") != attempt:
         got = context.get("attempt") if isinstance(context, dict) else context
         fail(f"chain-context.json attempt {got!r} != TF_ATTEMPT {attempt}")
+    chosen = context.get("models", {}).get(env["TF_ROLE"], {}).get("model")
+    if chosen != env["TF_MODEL"]:
+        role, model = env["TF_ROLE"], env["TF_MODEL"]
+        fail(f"chain-context.json gives {role} model {chosen!r}, TF_MODEL is {model!r}")
+    seen = os.environ.get("FAKE_AGENT_CONTEXT_LOG")
+    if seen:
+        keep = ("attempt", "trigger", "tier", "escalatedRoles", "flags")
+        append_line(
+            seen, json.dumps({"phase": env["TF_PHASE"], **{k: context.get(k) for k in keep}})
+        )
 
     plan_path = os.environ.get("FAKE_AGENT_PLAN")
     plan: dict[str, Any] = (

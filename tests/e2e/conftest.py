@@ -110,6 +110,7 @@ class Harness:
         self.plan_file = self.agent_dir / "plan.json"
         self.log_file = self.agent_dir / "calls.jsonl"
         self.child_pid_file = self.agent_dir / "children.txt"
+        self.context_log = self.agent_dir / "contexts.jsonl"
         self.ticket_file = project / ".tickets" / f"{TICKET_ID}.md"
         self.dir = project / ".tf" / "knowledge" / "tickets" / TICKET_ID
         self.ticket_file.parent.mkdir()
@@ -140,6 +141,7 @@ class Harness:
             "FAKE_AGENT_PLAN": str(self.plan_file),
             "FAKE_AGENT_LOG": str(self.log_file),
             "FAKE_AGENT_CHILD_PID": str(self.child_pid_file),
+            "FAKE_AGENT_CONTEXT_LOG": str(self.context_log),
         }
         return run_cli("run", ticket, *args, cwd=self.project, env=env)
 
@@ -149,6 +151,13 @@ class Harness:
 
     def chain(self) -> dict[str, Any]:
         return json.loads((self.dir / "chain-context.json").read_text(encoding="utf-8"))
+
+    def chains_seen(self, attempt: int) -> list[dict[str, Any]]:
+        """The chain-context.json each agent invocation of `attempt` was handed."""
+        if not self.context_log.exists():
+            return []
+        seen = [json.loads(ln) for ln in self.context_log.read_text(encoding="utf-8").splitlines()]
+        return [c for c in seen if c["attempt"] == attempt]
 
     def events(self, attempt: int | None = None) -> list[dict[str, Any]]:
         path = self.dir / "events.jsonl"

@@ -123,6 +123,16 @@ def test_blocked_then_closed_after_escalation(e2e: Harness) -> None:
     check_attempt(first, 1, "blocked", "initial", NO_ESCALATION, counts(Major=1))
     check_attempt(second, 2, "closed", "quality_gate", FIXER_ESCALATED, counts())
 
+    # chain-context.json per attempt, as each agent invocation saw it
+    for attempt, trigger, escalated in ((1, "initial", []), (2, "quality_gate", ["fixer"])):
+        seen = e2e.chains_seen(attempt)
+        assert seen, attempt
+        for ctx in seen:
+            assert (ctx["trigger"], ctx["tier"], ctx["escalatedRoles"]) == (
+                trigger,
+                attempt,
+                escalated,
+            )
     chain = e2e.chain()
     assert (chain["attempt"], chain["trigger"], chain["tier"]) == (2, "quality_gate", 2)
     assert chain["escalatedRoles"] == ["fixer"]

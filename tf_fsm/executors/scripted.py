@@ -35,6 +35,8 @@ class ScriptedFinding(_Strict):
     reviewer: str = "reviewer-general"
     #: fixer models that clear it; "*" = any fixer
     fixedBy: list[str] | Literal["*"] = "*"
+    #: the attempts on which reviewers report it (None = every attempt while it is open)
+    attempts: list[int] | None = None
 
 
 class ScriptedFailure(_Strict):
@@ -145,7 +147,11 @@ class ScriptedExecutor:
 
     def _open(self, invocation: Invocation, script: Script) -> list[ScriptedFinding]:
         fixed = set(self._memory(invocation)["fixed"])
-        return [f for f in script.findings if f.id not in fixed]
+        return [
+            f
+            for f in script.findings
+            if f.id not in fixed and (f.attempts is None or invocation.attempt in f.attempts)
+        ]
 
     def _write(self, inv: Invocation, script: Script) -> str:
         title = f"{inv.phase.capitalize()}: {inv.ticket_id}"
