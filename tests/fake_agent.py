@@ -12,10 +12,17 @@ findings, no failures):
                     "stderr": "fake agent crashed", "times": 1}],
       "hang":     [{"phase": "review", "attempt": 1, "role": "...", "seconds": 60}],
       "noOutput": [{"phase": "research", "attempt": 1, "role": "..."}],
+      "edits":    [{"phase": "fix", "file": "work.txt"}],
+      "killParent": {"call": 7},
       "secret":   "sk-ant-api03-..."
     }
 
-`attempt`, `role` and `times` are optional everywhere. The agent's memory (findings its fixes
+`attempt`, `role` and `times` are optional everywhere. An `edits` rule appends one line (the
+model, attempt and whether the prompt carried quality-gate feedback) to `file`, relative to the
+working directory (the project root), as a real agent's edit of the working tree would.
+`killParent` makes the agent's n-th invocation (counted across runs) SIGKILL tf_fsm and itself,
+leaving a half-written temp file behind (crash tests).
+The agent's memory (findings its fixes
 cleared, crash counters) lives in <TF_ARTIFACT_DIR>/fake-agent-state.json, so the "code" stays
 fixed across attempts and runs. Other environment variables:
 
@@ -244,6 +251,23 @@ def main() -> int:
     if any(matches(rule, phase, role, attempt) for rule in plan.get("noOutput", [])):
         print("fake agent: exiting without writing TF_OUTPUT", file=sys.stderr, flush=True)
         return 0
+
+    kill = plan.get("killParent")
+    if kill:
+        with agent_state(artifact_dir) as state:
+            state["calls"] = state.get("calls", 0) + 1
+            due = state["calls"] == int(kill["call"])
+        if due:  # crash tf_fsm from inside the agent, leaving a half-written temp file behind
+            half = output.parent / f".{output.name}.crash.tmp"
+            half.write_text("# half written")
+            os.kill(os.getppid(), 9)
+            os.kill(os.getpid(), 9)
+
+    for rule in plan.get("edits", []):
+        if matches(rule, phase, role, attempt):
+            feedback = "Quality Gate Failures" in prompt.decode("utf-8", errors="replace")
+            with open(rule["file"], "a", encoding="utf-8") as edited:
+                edited.write(f"{model} attempt {attempt} feedback={feedback}\n")
 
     findings: list[dict[str, Any]] = plan.get("findings", [])
     if phase in ("review", "verify"):

@@ -9,12 +9,25 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 KILL_GRACE_SECONDS = 2.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too,
+    so an orphaned agent never writes into a ticket another run has resumed."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the process group timeout still applies
+        pass
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
     )
     data = stdin.encode() if stdin is not None else None
     timed_out = False
@@ -87,5 +101,7 @@ def run_process(
 
 def tail(text: str, lines: int = 20, limit: int = 2000) -> str:
     """The last lines of a stream, bounded, for one-line error reports."""
+    if lines <= 0 or limit <= 0:
+        return ""
     kept = "\n".join(text.rstrip().splitlines()[-lines:])
     return kept[-limit:]

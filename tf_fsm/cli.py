@@ -20,6 +20,7 @@ from tf_fsm.errors import (
     InvalidArtifactNameError,
     InvalidTicketIdError,
     ProjectNotFoundError,
+    PromptTemplateError,
     SettingsError,
     TfFsmError,
     TicketError,
@@ -43,6 +44,7 @@ EXIT_BAD_INPUT = 2
 EXIT_BLOCKED = 3
 EXIT_EXHAUSTED = 4
 EXIT_ERROR = 5
+EXIT_WAITING = 6
 EXIT_LOCKED = 75
 
 #: Error class -> exit code. Checked in order; the first match wins.
@@ -56,6 +58,7 @@ EXIT_CODES: tuple[tuple[type[TfFsmError], int], ...] = (
     (TicketError, EXIT_BAD_INPUT),
     (ExecutorError, EXIT_BAD_INPUT),
     (UsageError, EXIT_BAD_INPUT),
+    (PromptTemplateError, EXIT_BAD_INPUT),
 )
 #: How a run ended -> exit code.
 OUTCOME_CODES = {
@@ -64,6 +67,7 @@ OUTCOME_CODES = {
     "blocked": EXIT_BLOCKED,
     "exhausted": EXIT_EXHAUSTED,
     "error": EXIT_ERROR,
+    "waiting": EXIT_WAITING,
 }
 
 EPILOG = """\
@@ -75,7 +79,23 @@ exit codes:
   3   run: blocked by the quality gate, retries left
   4   run: blocked, retries exhausted (refused before any agent runs)
   5   run: a phase failed; the attempt is in error and resumable with `run` again
+  6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
   75  the ticket is being run by another process
+"""
+
+TICKETS_EPILOG = """\
+exit codes:
+  0   printed (an empty list is not an error)
+  2   bad input: no project found, show: no ticket matches (or several do)
+"""
+RALPH_EPILOG = """\
+exit codes:
+  0    the loop ended normally: nothing left to run (every ready ticket closed,
+       blocked for good, in error or locked; the summary says which) or
+       --max-iterations runs started
+  1    unexpected internal error (traceback with --verbose)
+  2    bad input: usage, settings file, missing agent program, no project found
+  130  interrupted (Ctrl-C or SIGTERM); running tickets stop and stay resumable
 """
 
 
@@ -140,11 +160,14 @@ def _ticket_ids(ids: Sequence[str]) -> list[str]:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from tf_fsm.config import SETTINGS_RELPATH, init_settings
+    import os
+
+    from tf_fsm.config import ROOT_ENV, SETTINGS_RELPATH, init_settings
     from tf_fsm.store import atomic_write_text
     from tf_fsm.tickets import tickets_dir
 
-    root = Path(args.root).resolve() if args.root else Path.cwd()
+    # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here.
+    root = Path(args.root or os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
     path = root / SETTINGS_RELPATH
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
@@ -176,6 +199,7 @@ def _report(outcome: Any) -> int:
         "blocked": "BLOCKED (retries left)",
         "exhausted": "BLOCKED (retries exhausted)",
         "error": "ERROR (resumable: run it again)",
+        "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
     }[outcome.status]
     stream = sys.stdout if outcome.status in ("closed", "already_closed") else sys.stderr
     print(
@@ -192,8 +216,112 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     root = _root(args)
     (ticket_id,) = _ticket_ids([args.ticket])
-    outcome = run_ticket(root, ticket_id, _run_options(args), observer=ConsoleObserver())
+    if args.plan:
+        return _print_plan(root, ticket_id, args)
+    options = _worker_options(args, root, ticket_id)
+    outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
+    if args.json:
+        print(json.dumps(_outcome_json(outcome)))
+        return OUTCOME_CODES[outcome.status]
     return _report(outcome)
+
+
+def _outcome_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "ticket": outcome.ticket_id,
+        "status": outcome.status,
+        "attempt": outcome.attempt,
+        "attemptsRun": outcome.attempts_run,
+        "retryCount": outcome.retry_count,
+        "maxRetries": outcome.max_retries,
+        "reason": outcome.reason,
+    }
+
+
+def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.executors import make_executor
+    from tf_fsm.orchestrator import QuietObserver, TicketRun
+    from tf_fsm.planning import plan
+
+    settings = load_settings(root)
+    run = TicketRun(
+        root,
+        ticket_id,
+        _run_options(args),
+        settings,
+        make_executor(settings, root),
+        QuietObserver(),
+    )
+    data = plan(run)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    print(f"{ticket_id}: {data['action'].replace('_', ' ')}: {data['why']}")
+    if "phases" not in data:
+        return EXIT_OK
+    escalated = ", ".join(data["escalatedRoles"]) or "none"
+    prior = "yes" if data["priorFailure"] else "no"
+    print(
+        f"attempt {data['attempt']} (trigger {data['trigger']}, tier {data['tier']}, "
+        f"escalated: {escalated}, prior failure in prompts: {prior})"
+    )
+    for phase in data["phases"]:
+        mark = "run " if phase["runs"] else "skip"
+        print(f"  {mark} {phase['phase']:<9} {phase['reason']}")
+        for call in phase["invocations"]:
+            print(
+                f"         {call['role']:<24} {call['model']} ({call['source']}) "
+                f"{Path(call['template']).name} [{call['templateOrigin']}] {call['promptBytes']} B"
+            )
+    return EXIT_OK
+
+
+def cmd_prompts(args: argparse.Namespace) -> int:
+    from tf_fsm.planning import template_table
+
+    root = _optional_root(args)
+    if args.action == "list":
+        rows = template_table(root)
+        if args.json:
+            for row in rows:
+                print(json.dumps(row))
+            return EXIT_OK
+        from rich.table import Table
+
+        table = Table("phase", "role", "template", "origin", "model", "thinking", "path")
+        for r in rows:
+            table.add_row(
+                r["phase"],
+                r["role"],
+                r["template"],
+                r["origin"],
+                r["model"] or "-",
+                r["thinking"] or "-",
+                r["path"],
+            )
+        _console().print(table)
+        return EXIT_OK
+    from tf_fsm.planning import render_example
+
+    if not args.phase:
+        raise UsageError(
+            "tf-fsm prompts show needs a PHASE (research, implement, review, fix, verify, close)"
+        )
+    ticket = _ticket_ids([args.ticket])[0] if args.ticket else None
+    sys.stdout.write(render_example(root, args.phase, args.role, args.attempt, ticket))
+    return EXIT_OK
+
+
+def _optional_root(args: argparse.Namespace) -> Path | None:
+    from tf_fsm.config import find_project_root
+
+    if args.root:
+        return Path(args.root).resolve()
+    try:
+        return find_project_root()
+    except ProjectNotFoundError:
+        return None
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -233,6 +361,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     root = _root(args)
     settings = load_settings(root)
+    if args.run:
+        return _run_gates_now(root, settings, _ticket_ids(args.tickets), args.json)
     for ticket_id in _ticket_ids(args.tickets):
         row = gate_report(root, settings, ticket_id)
         if args.json:
@@ -250,12 +380,164 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bool) -> int:
+    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing."""
+    import os
+
+    from tf_fsm.gates import run_gate
+    from tf_fsm.redact import Redactor
+
+    gates = settings.workflow.qualityGates
+    if not gates:
+        raise UsageError("no workflow.qualityGates are configured (see docs/gates.md)")
+    redact = Redactor.from_environ(os.environ)
+    failed_required = False
+    for ticket_id in ticket_ids:
+        for gate in gates:
+            result = run_gate(gate, root, {"TF_TICKET_ID": ticket_id})
+            failed_required |= result.required and not result.passed
+            row = {
+                "ticket": ticket_id,
+                "name": result.name,
+                "required": result.required,
+                "passed": result.passed,
+                "exitCode": result.exit_code,
+                "durationMs": round(result.duration * 1000),
+                "summary": result.summary,
+                "outputTail": "" if result.passed else redact(result.output_tail()),
+            }
+            if as_json:
+                print(json.dumps(row))
+                continue
+            kind = "required" if result.required else "optional"
+            print(
+                f"{ticket_id}  {result.name:<16} {kind:<9} {result.summary} "
+                f"({result.duration:.1f}s)"
+            )
+            if not result.passed:
+                for line in str(row["outputTail"]).splitlines()[-10:]:
+                    print(f"    | {line}")
+    return EXIT_BLOCKED if failed_required else EXIT_OK
+
+
+def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
+    """`run --ralph` (hidden): how the backlog loop's worker processes run a ticket."""
+    options = _run_options(args)
+    if not args.ralph:
+        return options
+    import dataclasses
+
+    from tf_fsm.ralph_worker import install_worker_sigint
+
+    install_worker_sigint()
+    return dataclasses.replace(options, retry_trigger="ralph_retry")
+
+
+def cmd_tickets(args: argparse.Namespace) -> int:
+    from tf_fsm import selection, tickets
+
+    backlog = tickets.scan(tickets.tickets_dir(_root(args)))
+    for problem in backlog.problems:
+        print(f"tf-fsm: warning: {problem}", file=sys.stderr)
+    if args.action == "show":
+        if not args.ticket:
+            raise UsageError("tf-fsm tickets show needs a TICKET")
+        try:
+            path = selection.find_ticket_file(backlog.directory, args.ticket)
+            text = selection.show(backlog, path)
+        except selection.ShowError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        pick, line = (
+            (selection.ready, selection.ready_line)
+            if args.action == "ready"
+            else (selection.blocked, selection.blocked_line)
+        )
+        text = "".join(line(ln) + "\n" for ln in pick(backlog, args.assignee, args.tag))
+    sys.stdout.flush()  # tk's bytes, invalid UTF-8 included
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
+def cmd_ralph(args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.ralph import LoopOptions, run_ralph
+
+    root = _root(args)
+    settings = load_settings(root)
+    for warning in settings.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    ralph = settings.settings.ralph
+    options = LoopOptions(
+        workers=args.workers or ralph.parallelWorkers,
+        max_iterations=args.max_iterations or ralph.maxIterations,
+        resume_errors=args.resume_errors,
+        assignee=args.assignee,
+        tag=args.tag,
+    )
+    return run_ralph(root, settings, options, dry_run=args.dry_run, json_lines=args.json)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tf_fsm.demo import run_demo
 
     outcome, where = run_demo(Path(args.dir) if args.dir else None)
     print(f"\nthe demo project is in {where}")
     return OUTCOME_CODES[outcome.status]
+
+
+def cmd_diagram(args: argparse.Namespace) -> int:
+    from tf_fsm import diagrams
+    from tf_fsm import history as history_mod
+
+    if args.check:
+        if (args.ticket, args.format, args.output) != (None, None, None):
+            raise UsageError("--check compares the committed files; no --ticket, --format or -o")
+        stale = diagrams.stale_files(Path(args.dir))
+        if not stale:
+            print(f"{args.dir}: up to date")
+            return EXIT_OK
+        for path in stale:
+            print(f"stale: {path} (missing or differs from the code)", file=sys.stderr)
+        print(
+            "regenerate with `tf-fsm diagram` from the repository root, then commit them",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL  # like a failing check, documented in `diagram --help`
+    history = store = None
+    if args.ticket is not None:
+        (ticket_id,) = _ticket_ids([args.ticket])
+        history, store = history_mod.load_history(_root(args), ticket_id)
+        for step in history.unmapped:
+            print(f"warning: {ticket_id}: no lifecycle edge for {step}", file=sys.stderr)
+    fmt = args.format or "mermaid"
+    try:
+        if args.output is None and store is None:
+            written = diagrams.write_lifecycle(Path(args.dir), args.format)
+        else:
+            data = diagrams.diagram(fmt, history)
+            if args.output == "-":
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+                return EXIT_OK
+            written = [diagrams.write_output(data, fmt, args.output, store)]
+    except diagrams.GraphvizError as exc:
+        print(f"tf-fsm: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -267,20 +549,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"tf-fsm {__version__}")
-    parser.add_argument(
-        "--root", help="project root (default: $TF_FSM_ROOT, else walk up to .tf/ or .tickets/)"
+    root_help = "project root (default: $TF_FSM_ROOT, else walk up to .tf/ or .tickets/)"
+    verbose_help = "tracebacks for internal errors"
+    parser.add_argument("--root", help=root_help)
+    parser.add_argument("--verbose", action="store_true", help=verbose_help)
+    # The same options after the subcommand too; SUPPRESS keeps a value given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
+    common.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
     )
-    parser.add_argument("--verbose", action="store_true", help="tracebacks for internal errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser(
-        "settings",
-        help="validate .tf/config/settings.json and show each role's model per attempt",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_settings)
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(
@@ -288,8 +567,13 @@ def build_parser() -> argparse.ArgumentParser:
             help=help_,
             description=help_,
             epilog=EPILOG,
+            parents=[common],
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+
+    p = add("settings", "validate .tf/config/settings.json and show each role's model per attempt")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_settings)
 
     p = add("init", "write a default .tf/config/settings.json and create .tickets/")
     p.set_defaults(func=cmd_init)
@@ -330,7 +614,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--simplify-tickets", action="store_true", help="recorded for the closer")
     p.add_argument("--final-review-loop", action="store_true", help="recorded for the closer")
+    p.add_argument(
+        "--plan",
+        "--dry-run",
+        dest="plan",
+        action="store_true",
+        help="print what would run (attempt, phases, models and their source, "
+        "templates, prompt sizes) without running, locking or writing anything",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the outcome (or, with --plan, the plan) as JSON on stdout",
+    )
+    p.add_argument("--ralph", action="store_true", help=argparse.SUPPRESS)  # loop's workers
     p.set_defaults(func=cmd_run, research=None)
+
+    p = add("prompts", "list the prompt templates each phase uses, or render one")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument(
+        "phase", nargs="?", choices=["research", "implement", "review", "fix", "verify", "close"]
+    )
+    p.add_argument(
+        "--role", help="the reviewer role, for review and verify (default reviewer-general)"
+    )
+    p.add_argument("--attempt", type=int, default=1, help="render as this attempt (default 1)")
+    p.add_argument(
+        "--ticket", help="render with this ticket's real context (as `run --plan` would)"
+    )
+    p.add_argument("--json", action="store_true", help="list: one JSON object per line")
+    p.set_defaults(func=cmd_prompts)
 
     p = add("status", "state, attempt, retries and escalation of tickets")
     p.add_argument("tickets", nargs="*", metavar="TICKET")
@@ -340,11 +653,88 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("gate", "the quality-gate verdict from a ticket's artifacts as they are on disk")
     p.add_argument("tickets", nargs="+", metavar="TICKET")
     p.add_argument("--json", action="store_true", help="one JSON object per ticket per line")
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="run the workflow.qualityGates commands now, outside a lifecycle; "
+        "exit 3 when a required gate fails",
+    )
     p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser(
+        "tickets",
+        help="what tk ready | blocked | show would print: the backlog as the loop sees it",
+        description="print what `tk ready`, `tk blocked` or `tk show ID` print (docs/ralph.md)",
+        epilog=TICKETS_EPILOG,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=["ready", "blocked", "show"])
+    p.add_argument("ticket", nargs="?", metavar="TICKET", help="show: a ticket id (or part of one)")
+    p.add_argument("-a", "--assignee", help="ready/blocked: only this assignee (exact)")
+    p.add_argument("-T", "--tag", help="ready/blocked: only tickets with this tag")
+    p.set_defaults(func=cmd_tickets)
+
+    p = sub.add_parser(
+        "ralph",
+        help="the backlog loop: run ready tickets until none is left (docs/ralph.md)",
+        description="Run ready tk tickets one attempt at a time (N at once), retrying blocked\n"
+        "ones later with escalated models, until nothing is left to run, --max-iterations\n"
+        "runs have started, or Ctrl-C. Progress goes to .tf/ralph/progress.md.",
+        epilog=RALPH_EPILOG,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--workers", type=_positive, help="tickets at once (default ralph.parallelWorkers)"
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=_positive,
+        help="stop after starting this many runs (default ralph.maxIterations)",
+    )
+    p.add_argument(
+        "--resume-errors",
+        action="store_true",
+        help="resume tickets whose last attempt ended in error (once each per loop)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would run now, in order, with attempt and escalated roles",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    p.add_argument("-a", "--assignee", help="only tickets with this assignee (as tk ready -a)")
+    p.add_argument("-T", "--tag", help="only tickets with this tag (as tk ready -T)")
+    p.set_defaults(func=cmd_ralph)
 
     p = add("demo", "run a sample ticket with the bundled offline agent in a throwaway project")
     p.add_argument("--dir", help="create the demo project here (default: a new temp dir)")
     p.set_defaults(func=cmd_demo)
+
+    p = add("diagram", "state diagrams generated from the lifecycle machine, or a ticket's path")
+    p.epilog = """\
+writes diagrams/ticket-lifecycle.mmd, .md and .dot under the current directory (run it from
+the repository root), or with --ticket ID <ticket dir>/lifecycle.mmd; see docs/diagrams.md
+
+exit codes:
+  0   written; --check: up to date
+  1   --check: a committed diagram is missing or stale (named on stderr): regenerate with
+      `tf-fsm diagram` and commit; also an unexpected internal error
+  2   bad input: usage, ticket id, a ticket never run, corrupt state file, or --format svg|png
+      without Graphviz's `dot` (the message says how to install it)
+"""
+    p.add_argument(
+        "--format",
+        choices=("mermaid", "markdown", "dot", "svg", "png"),
+        help="one format only (default: mermaid, markdown and dot for the lifecycle; mermaid "
+        "for --ticket); svg and png need Graphviz's `dot`",
+    )
+    p.add_argument("--ticket", metavar="ID", help="draw this ticket's path from its journal")
+    p.add_argument("-o", "--output", metavar="PATH", help="write here instead; - for stdout")
+    p.add_argument("--dir", default="diagrams", help="lifecycle output dir (default: diagrams)")
+    p.add_argument("--check", action="store_true", help="fail if the committed files are stale")
+    p.set_defaults(func=cmd_diagram)
     return parser
 
 

@@ -137,6 +137,28 @@ class Escalation(_Section):
     models: EscalationModels = EscalationModels()
 
 
+_GATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class QualityGate(_Section):
+    """A command run in the verify phase (seed 004), e.g. lint or tests."""
+
+    name: str = Field(pattern=_GATE_NAME, max_length=64)
+    #: a shell command line (run with `bash -c`, so pipes and quotes work) or an argv list
+    command: str | list[str]
+    required: bool = True
+    maxRetries: int | None = Field(default=None, ge=0)  # None: workflow.qualityGateMaxRetries
+    timeoutSeconds: float = Field(default=180.0, gt=0)
+    cwd: str | None = None  # relative to the project root
+
+    @field_validator("command", mode="after")
+    @classmethod
+    def _not_empty(cls, command: str | list[str]) -> str | list[str]:
+        if not command or (isinstance(command, list) and not command[0]):
+            raise ValueError("must be a non-empty command line or argv list")
+        return command
+
+
 class Workflow(_Section):
     failOn: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_ON))
     enableResearcher: bool = True
@@ -147,6 +169,8 @@ class Workflow(_Section):
     knowledgeDir: str = ".tf/knowledge"
     escalation: Escalation = Escalation()
     postFixVerification: Literal["rereview", "fixes"] = "rereview"
+    qualityGates: list[QualityGate] = Field(default_factory=list)
+    qualityGateMaxRetries: int = Field(default=3, ge=0)
     # pi-ticketflow keys tf_fsm accepts and does not act on.
     clarifyDefault: Any = None
     mcpServers: Any = None
@@ -167,6 +191,15 @@ class Workflow(_Section):
             if canonical not in out:
                 out.append(canonical)
         return out
+
+    @field_validator("qualityGates", mode="after")
+    @classmethod
+    def _unique_gate_names(cls, gates: list[QualityGate]) -> list[QualityGate]:
+        names = [g.name for g in gates]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"gate names must be unique; repeated: {', '.join(dupes)}")
+        return gates
 
     @field_validator("enableReviewers", mode="after")
     @classmethod
@@ -210,10 +243,12 @@ PLACEHOLDERS: frozenset[str] = frozenset(
 
 
 class Executor(_Section):
-    kind: Literal["command", "scripted"] = "command"
+    kind: Literal["command", "scripted", "handoff"] = "command"
     command: list[str] | None = None
     timeoutSeconds: float = Field(default=1800.0, gt=0)
     scenario: str | None = None
+    waitSeconds: float = Field(default=0.0, ge=0)  # handoff: how long `run` waits per artifact
+    stableSeconds: float = Field(default=0.5, ge=0)  # handoff: quiet time before it counts
 
     @field_validator("command", mode="after")
     @classmethod
@@ -391,6 +426,8 @@ def _keys_at(loc: tuple[str, ...]) -> list[str]:
             annotation = _unwrap(info.annotation)
         elif typing.get_origin(annotation) is dict:
             annotation = _unwrap(typing.get_args(annotation)[1])  # `part` was the free-form key
+        elif typing.get_origin(annotation) is list:
+            annotation = _unwrap(typing.get_args(annotation)[0])  # `part` was the index
         else:
             return []
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

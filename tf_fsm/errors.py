@@ -153,3 +153,16 @@ class ExecutorError(TfFsmError):
     @property
     def message(self) -> str:
         return f"{self.setting}: {self.problem}"
+
+
+class PromptTemplateError(TfFsmError):
+    """A template that cannot be loaded or rendered, with where and why."""
+
+    def __init__(self, template: Path | str, problem: str, line: int | None = None) -> None:
+        self.template, self.problem, self.line = template, problem, line
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        where = f"{self.template}:{self.line}" if self.line else str(self.template)
+        return f"prompt template {where}: {self.problem}"

@@ -9,6 +9,7 @@ which roles escalate on a given attempt.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tf_fsm.config import ESCALATION_KEYS, LoadedSettings
@@ -88,6 +89,7 @@ class RoleResolution:
     base_model: str
     escalated: bool
     reason: str
+    source: str = "settings"  # escalated | frontmatter | settings (seed 002's precedence)
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,13 @@ class Resolution:
 
 
 def resolve(
-    attempt_number: int, settings: LoadedSettings, policy: EscalationPolicy = TIERED_CURVE
+    attempt_number: int,
+    settings: LoadedSettings,
+    policy: EscalationPolicy = TIERED_CURVE,
+    frontmatter: Mapping[str, tuple[str | None, str | None]] | None = None,
 ) -> Resolution:
+    """Each role's model for the attempt. Precedence (seed 002): this attempt's escalated model,
+    then the role's prompt-template frontmatter `model`/`thinking`, then the settings mapping."""
     esc = settings.workflow.escalation
     record = AttemptRecord(attempt_number, attempt_number - 1, esc.maxRetries)
     wanted = policy(record) if esc.enabled else frozenset()
@@ -127,8 +134,11 @@ def resolve(
         up = settings.escalated.get(role)
         if role in wanted and up is not None:
             reason = f"attempt {attempt_number}, tier {tier}: escalated by {up.source}"
-            roles[role] = RoleResolution(role, up.model, up.thinking, base.model, True, reason)
+            roles[role] = RoleResolution(
+                role, up.model, up.thinking, base.model, True, reason, "escalated"
+            )
             continue
+        fm_model, fm_thinking = (frontmatter or {}).get(role, (None, None))
         if role in wanted:
             key = f"workflow.escalation.models.{_KEY_OF_ROLE.get(role, role)}"
             reason = (
@@ -139,6 +149,17 @@ def resolve(
             reason = "escalation disabled (workflow.escalation.enabled is false): base model"
         else:
             reason = f"attempt {attempt_number}, tier {tier}: base model ({base.source})"
+        if fm_model or fm_thinking:
+            roles[role] = RoleResolution(
+                role,
+                fm_model or base.model,
+                fm_thinking or base.thinking,
+                base.model,
+                False,
+                f"{reason}; prompt frontmatter sets {'model' if fm_model else 'thinking'}",
+                "frontmatter",
+            )
+            continue
         roles[role] = RoleResolution(role, base.model, base.thinking, base.model, False, reason)
     return Resolution(attempt_number, tier, roles)
 

@@ -78,6 +78,8 @@ class AttemptStarted(Event):
     event: Literal["AttemptStarted"] = "AttemptStarted"
     trigger: str
     escalation: dict[str, str | None]
+    #: role -> {model, source}: source is escalated | frontmatter | settings
+    models: dict[str, dict[str, str]] | None = None
 
 
 class AttemptFinished(Event):
@@ -104,6 +106,7 @@ class JournalTailDropped(Event):
 class AttemptResumed(Event):
     event: Literal["AttemptResumed"] = "AttemptResumed"
     phase: str
+    reason: str | None = None  # why this phase is the first not complete
 
 
 class EscalationApplied(Event):
@@ -144,6 +147,16 @@ class InvocationFinished(Event):
     durationMs: int
 
 
+class PhaseWaiting(Event):
+    """A hand-off phase waits for its artifact; `tf-fsm watch` or `run` picks it up."""
+
+    event: Literal["PhaseWaiting"] = "PhaseWaiting"
+    phase: str
+    role: str
+    output: str
+    promptFile: str
+
+
 class PhaseCompleted(Event):
     event: Literal["PhaseCompleted"] = "PhaseCompleted"
     phase: str
@@ -162,12 +175,30 @@ class PhaseFailed(Event):
 
 
 class GateEvaluated(Event):
+    """One gate's verdict: `review-counts` (the failOn counts) or a quality-gate command."""
+
     event: Literal["GateEvaluated"] = "GateEvaluated"
+    name: str = "review-counts"
     passed: bool
-    counts: dict[str, int]
-    failOn: list[str]
-    source: str
-    reason: str
+    reason: str | None = None
+    # review-counts
+    counts: dict[str, int] | None = None
+    failOn: list[str] | None = None
+    source: str | None = None
+    # commands
+    exitCode: int | None = None
+    durationMs: int | None = None
+    innerTry: int | None = None
+    required: bool | None = None
+
+
+class GateFeedbackSent(Event):
+    """The fixer was sent back with the failing gates' output (seed 004's inner loop)."""
+
+    event: Literal["GateFeedbackSent"] = "GateFeedbackSent"
+    innerTry: int
+    gates: list[str]
+    bytes: int
 
 
 class TicketClosed(Event):
@@ -180,6 +211,16 @@ class TicketBlocked(Event):
     reason: str
     retryCount: int
     maxRetries: int
+    #: the run meant to start the next attempt at once (escalation on, retries left, no
+    #: --once); a run that finds it unstarted after a crash keeps the trigger quality_gate
+    autoRetry: bool = False
+
+
+class StaleTempFilesRemoved(Event):
+    """Half-written temp files of a writer that died, swept when the lock was taken."""
+
+    event: Literal["StaleTempFilesRemoved"] = "StaleTempFilesRemoved"
+    files: list[str]
 
 
 class RetriesExhausted(Event):

@@ -10,6 +10,7 @@ machine per ticket.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -162,6 +163,8 @@ class Lifecycle:
         from transitions import Machine
 
         self.table = table
+        # `tf-fsm watch` advances tickets from several threads; the model list is shared.
+        self._lock = threading.RLock()
         self._machine = Machine(
             model=None,
             states=list(STATES),
@@ -181,10 +184,12 @@ class Lifecycle:
         )
 
     def attach(self, model: TicketModel) -> None:
-        self._machine.add_model(model, initial=model.state)
+        with self._lock:
+            self._machine.add_model(model, initial=model.state)
 
     def detach(self, model: TicketModel) -> None:
-        self._machine.remove_model(model)
+        with self._lock:
+            self._machine.remove_model(model)
 
     def fire(self, model: TicketModel, trigger: str) -> str:
         """Take `trigger` from the model's state; returns the new state or raises."""
@@ -192,7 +197,8 @@ class Lifecycle:
 
         source = model.state
         try:
-            moved = bool(getattr(model, trigger)())
+            with self._lock:
+                moved = bool(getattr(model, trigger)())
         except (MachineError, AttributeError):
             raise TransitionError(model.facts.ticket_id, source, trigger, ()) from None
         if not moved:

@@ -9,28 +9,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from tf_fsm import context, tickets
 from tf_fsm import journal as ev
-from tf_fsm import tickets
 from tf_fsm.config import LoadedSettings, load_settings
+from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
-from tf_fsm.escalation import Resolution, resolve, should_retry
+from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.machine import (
     BLOCKED,
     INITIAL,
-    PHASES,
     AttemptFacts,
     TicketModel,
     lifecycle,
     phase_of,
     state_of_attempt,
 )
-from tf_fsm.phases import PhaseRunner, phase_plan
+from tf_fsm.phases import WAITING, PhaseRunner, phase_plan
+from tf_fsm.prompts import PromptLibrary
+from tf_fsm.resume import resume_point
 from tf_fsm.state import (
     RetryState,
     finish_attempt,
@@ -41,7 +43,7 @@ from tf_fsm.state import (
 )
 from tf_fsm.store import TicketStore
 
-OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed"]
+OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed", "waiting"]
 
 
 @dataclass(frozen=True)
@@ -107,18 +109,6 @@ def knowledge_dir(root: Path, settings: LoadedSettings) -> Path:
     return configured if configured.is_absolute() else root / configured
 
 
-@dataclass
-class _Attempt:
-    """What one attempt runs with; persisted in chain-context.json so a resume keeps it."""
-
-    number: int
-    trigger: str
-    resolution: Resolution
-    plan: dict[str, tuple[bool, str]]
-    facts: AttemptFacts
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class TicketRun:
     def __init__(
         self,
@@ -135,6 +125,7 @@ class TicketRun:
         self.ticket_id = ticket_id
         self.ticket = tickets.read(root, ticket_id)
         self.executor, self.observer, self.now = executor, observer, now
+        self.prompts = PromptLibrary(root)
 
     # -- persistence helpers --------------------------------------------------------------
 
@@ -168,17 +159,19 @@ class TicketRun:
                 backup = self.store.reset_retry_state(self.now())
                 if backup is not None:
                     self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
+            # Read again under the lock: another runner may have closed it meanwhile.
+            self.ticket = tickets.read(self.root, self.ticket_id)
             return self._drive(self.store.load_retry_state())
 
     def _drive(self, state: RetryState | None) -> Outcome:
         cur = state.current if state else None
-        if (
-            state is not None
-            and cur is not None
-            and cur.status == "closed"
-            and self.ticket.status == "closed"
-        ):
-            return self._outcome(state, "already_closed", 0, "ticket is already closed")
+        if state is not None and cur is not None and cur.status == "closed":
+            if self.ticket.status == "closed":
+                return self._outcome(state, "already_closed", 0, "ticket is already closed")
+            if not self._closed_in_tk(cur.attemptNumber, cur.startedAt):
+                # The run that closed the attempt died before it closed the tk ticket.
+                self._close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
+                return self._outcome(state, "already_closed", 0, "ticket closed (tk updated)")
         if state is not None and state.has_open_attempt:
             attempt, state = self._resume(state)
         else:
@@ -191,11 +184,13 @@ class TicketRun:
                 return self._outcome(state, "exhausted", 0, reason)
             first = cur is None or cur.status == "closed"
             trigger = "initial" if first else self.options.retry_trigger
+            if not first and state is not None and self._auto_retry_due(state):
+                trigger = "quality_gate"  # the crashed run was about to start it itself
             attempt, state = self._begin(state, trigger)
         runs = 1
         while True:
             state, status, reason = self._run_attempt(attempt, state)
-            if status in ("closed", "error"):
+            if status in ("closed", "error", "waiting"):
                 return self._outcome(state, status, runs, reason)
             if not should_retry(state, self.settings):
                 self._exhausted(state)
@@ -228,32 +223,35 @@ class TicketRun:
 
     # -- attempt boundaries -------------------------------------------------------------------
 
-    def _begin(self, state: RetryState | None, trigger: str) -> tuple[_Attempt, RetryState]:
+    def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
         state = state or new_state(self.ticket_id, self.now())
         number = state.next_attempt_number
-        resolution = resolve(number, self.settings)
+        resolution = resolve(number, self.settings, frontmatter=self.prompts.frontmatter())
         plan = phase_plan(number, self.settings, self.options.research, resolution)
-        state = start_attempt(
-            state,
-            trigger=trigger,
-            escalation=resolution.escalation_record(),
-            fail_on=list(self.settings.workflow.failOn),
-            now=self.now(),
-        )
-        state = self._save(state)
         facts = AttemptFacts(
             self.ticket_id,
             attempt=number,
             retries_left=1,  # checked by should_retry just before; the guard re-checks it
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
         )
-        attempt = _Attempt(number, trigger, resolution, plan, facts)
-        self._event(
-            ev.AttemptStarted,
-            number,
-            trigger=trigger,
-            escalation=resolution.escalation_record().to_json_dict(),
+        prior = prior_failure(
+            state,
+            self.store.read_artifact,
+            list(self.settings.workflow.failOn),
+            self.store.redactor,
         )
+        attempt = AttemptContext(number, trigger, resolution, plan, facts, prior)
+        PhaseRunner(self, attempt).check_templates()  # before anything is written
+        state = self._save(
+            start_attempt(
+                state,
+                trigger=trigger,
+                escalation=resolution.escalation_record(),
+                fail_on=list(self.settings.workflow.failOn),
+                now=self.now(),
+            )
+        )
+        self._journal_start(attempt)
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         if escalated:
             reason = "; ".join(resolution.roles[r].reason for r in escalated)
@@ -265,98 +263,113 @@ class TicketRun:
                 ev.ResearchSkippedOnRetry,
                 number,
                 attemptCount=number - 1,
-                lastFailureKind="quality_gate",
+                lastFailureKind=prior["kind"] if prior else "unknown",
             )
         self._write_chain_context(attempt)
         if self.ticket.status == "open":
             self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
         return attempt, state
 
-    def _write_chain_context(self, attempt: _Attempt) -> None:
-        res = attempt.resolution
-        context = {
-            "ticketId": self.ticket_id,
-            "attempt": attempt.number,
-            "trigger": attempt.trigger,
-            "tier": res.tier,
-            "models": {
-                role: {
-                    "model": r.model,
-                    "thinking": r.thinking,
-                    "baseModel": r.base_model,
-                    "escalated": r.escalated,
-                    "reason": r.reason,
-                }
-                for role, r in res.roles.items()
-            },
-            "escalatedRoles": res.escalated_roles,
-            "phases": {p: {"runs": runs, "reason": why} for p, (runs, why) in attempt.plan.items()},
-            "flags": self.options.flags(),
-            "artifactDir": str(self.store.dir),
-        }
-        self.store.write_artifact("chain-context.json", json.dumps(context, indent=2) + "\n")
+    def _close_note(self, number: int, started: str) -> str:
+        return f"tf-fsm: closed attempt {number} (started {started})"
 
-    def _resume(self, state: RetryState) -> tuple[_Attempt, RetryState]:
+    def _closed_in_tk(self, number: int, started: str) -> bool:
+        return self._close_note(number, started) in self.ticket.body
+
+    def _close_tk(self, number: int, started: str, reason: str) -> None:
+        """`status: closed` and a note, as `tk close` and `tk add-note` write them. The note
+        names the attempt, so a ticket reopened later by a person is told apart."""
+        note = f"{self._close_note(number, started)}: quality gate passed; {reason}"
+        note += f". Artifacts: {self.store.dir}"
+        self._edit_ticket(
+            lambda text: tickets.with_note(
+                tickets.with_field(text, "status", "closed"), note, self.now()
+            )
+        )
+        self.ticket = tickets.read(self.root, self.ticket_id)
+
+    def _journal_start(self, attempt: AttemptContext) -> None:
+        res = attempt.resolution
+        self._event(
+            ev.AttemptStarted,
+            attempt.number,
+            trigger=attempt.trigger,
+            escalation=res.escalation_record().to_json_dict(),
+            models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
+        )
+
+    def _auto_retry_due(self, state: RetryState) -> bool:
+        """Did the run that blocked the current attempt mean to retry at once?"""
+        cur = state.current
+        if cur is None or cur.status != "blocked":
+            return False
+        blocked = [
+            e
+            for e in self.store.read_events().events
+            if isinstance(e, ev.TicketBlocked) and e.attempt == cur.attemptNumber
+        ]
+        return bool(blocked) and blocked[-1].autoRetry
+
+    def _write_chain_context(self, attempt: AttemptContext) -> None:
+        data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
+        self.store.write_artifact("chain-context.json", json.dumps(data, indent=2) + "\n")
+
+    def _resume(self, state: RetryState) -> tuple[AttemptContext, RetryState]:
         cur = state.current
         if cur is None:
             raise ValueError("nothing to resume")
-        phase = cur.phase if cur.phase in PHASES else PHASES[0]
+        events = self.store.read_events().events
+        point = resume_point(cur.attemptNumber, events, self.store.seen)
+        phase = point.phase
         if phase == "close" and "verification_passed" not in (
             self.store.read_artifact("post-fix-verification.json") or ""
         ):
             phase = "verify"  # close needs this attempt's gate decision; decide it again
         attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger)
         attempt.facts.resume_phase = phase
-        attempt.extra["resumed_from"] = cur.status
+        attempt.resumed_from = cur.status
+        attempt.finished = point.finished and phase == "close"
         state = self._save(reopen_attempt(state, self.now()))
-        self._event(ev.AttemptResumed, cur.attemptNumber, phase=phase)
-        self.observer.note(self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}")
+        started = any(
+            isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
+        )
+        if not started:  # killed between saving the attempt and journaling it
+            self._journal_start(attempt)
+        # The attempt may have died before these were written; they are cheap to write again.
+        self._write_chain_context(attempt)
+        if self.ticket.status == "open":
+            self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
+        self._event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
+        self.observer.note(
+            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
+        )
         return attempt, state
 
-    def _attempt_from_context(self, number: int, trigger: str) -> _Attempt:
+    def _attempt_from_context(self, number: int, trigger: str) -> AttemptContext:
         """The resumed attempt runs with the models and plan it started with."""
-        resolution = resolve(number, self.settings)
+        resolution = resolve(number, self.settings, frontmatter=self.prompts.frontmatter())
         plan = phase_plan(number, self.settings, self.options.research, resolution)
-        raw = self.store.read_artifact("chain-context.json")
-        if raw:
-            try:
-                saved = json.loads(raw)
-            except json.JSONDecodeError:
-                saved = {}
-            if saved.get("attempt") == number:
-                for role, info in saved.get("models", {}).items():
-                    if role in resolution.roles:
-                        base = resolution.roles[role]
-                        resolution.roles[role] = type(base)(
-                            role,
-                            info["model"],
-                            info.get("thinking"),
-                            info.get("baseModel", base.base_model),
-                            bool(info.get("escalated")),
-                            info.get("reason", base.reason),
-                        )
-                plan = {
-                    p: (bool(v["runs"]), str(v["reason"]))
-                    for p, v in saved.get("phases", {}).items()
-                } or plan
         facts = AttemptFacts(
             self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
         )
-        return _Attempt(number, trigger, resolution, plan, facts)
+        fresh = AttemptContext(number, trigger, resolution, plan, facts)
+        try:
+            saved = json.loads(self.store.read_artifact("chain-context.json") or "{}")
+        except json.JSONDecodeError:
+            saved = {}
+        return context.restore(saved, fresh) if isinstance(saved, dict) else fresh
 
     # -- one attempt ------------------------------------------------------------------------
 
     def _run_attempt(
-        self, attempt: _Attempt, state: RetryState
+        self, attempt: AttemptContext, state: RetryState
     ) -> tuple[RetryState, OutcomeStatus, str]:
         cur = state.current
         if cur is None:
             raise ValueError("no attempt to run")
         machine = lifecycle()
-        if "resumed_from" in attempt.extra:
-            start_state = state_of_attempt(
-                attempt.extra["resumed_from"], attempt.facts.resume_phase
-            )
+        if attempt.resumed_from is not None:
+            start_state = state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
         else:
             previous = state.attempts[-2] if len(state.attempts) > 1 else None
             start_state = (
@@ -375,6 +388,9 @@ class TicketRun:
             if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
                 runner.restore_gate()
             while (phase := phase_of(model.state)) is not None:
+                if phase == "close" and attempt.finished:
+                    machine.fire(model, "complete")  # close completed before the crash
+                    continue
                 state = self._save(update_current(state, phase=phase))
                 if phase not in attempt.facts.runs:
                     self._event(
@@ -383,6 +399,9 @@ class TicketRun:
                     machine.fire(model, "skip")
                     continue
                 failure = runner.run(phase)
+                if failure == WAITING and runner.waiting:
+                    # Not an error: the attempt stays in progress at this phase.
+                    return state, "waiting", runner.waiting
                 if failure is not None:
                     machine.fire(model, "fail")
                     state = self._save(
@@ -409,31 +428,39 @@ class TicketRun:
             machine.detach(model)
 
     def _finish(
-        self, attempt: _Attempt, state: RetryState, runner: PhaseRunner
+        self, attempt: AttemptContext, state: RetryState, runner: PhaseRunner
     ) -> tuple[RetryState, OutcomeStatus, str]:
         closed = attempt.facts.gate_passed is True
         status: Literal["closed", "blocked"] = "closed" if closed else "blocked"
         before = state.retryCount
-        state = self._save(
-            finish_attempt(
-                state,
-                status=status,
-                counts=runner.post_counts,
-                max_retries=self.settings.max_retries,
-                now=self.now(),
-                reason=runner.gate_reason,
-            )
+        ended = finish_attempt(
+            state,
+            status=status,
+            counts=runner.post_counts,
+            max_retries=self.settings.max_retries,
+            now=self.now(),
+            reason=runner.gate_reason,
         )
+        # Journaled before the state is saved, so a crash in between still knows the intent.
         if closed:
             self._event(ev.TicketClosed, attempt.number, retryCountBefore=before)
         else:
+            auto = (
+                self.settings.workflow.escalation.enabled
+                and not self.options.once
+                and should_retry(ended, self.settings)
+            )
             self._event(
                 ev.TicketBlocked,
                 attempt.number,
                 reason=runner.gate_reason,
-                retryCount=state.retryCount,
+                retryCount=ended.retryCount,
                 maxRetries=self.settings.max_retries,
+                autoRetry=auto,
             )
+        state = self._save(ended)
+        if closed:  # tk is told last: the retry state is the record a crash must not lose
+            self._close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
         self._event(
             ev.AttemptFinished,
             attempt.number,

@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm import journal as ev
-from tf_fsm import tickets
 from tf_fsm.config import REVIEWER_ROLES, LoadedSettings
+from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review
 from tf_fsm.escalation import Resolution
 from tf_fsm.executors import Invocation, OutputMark
-from tf_fsm.prompts import PHASE_TEMPLATE, render
+from tf_fsm.gates import GateOutcome, GateResult, gate_rows, run_gates
+from tf_fsm.machine import PHASES
+from tf_fsm.prompts import template_for
 from tf_fsm.reports import (
     REVIEW_FILES,
     merge_reviews,
@@ -27,7 +30,10 @@ from tf_fsm.reports import (
 from tf_fsm.state import SEVERITIES
 
 if TYPE_CHECKING:
-    from tf_fsm.orchestrator import TicketRun, _Attempt
+    from tf_fsm.orchestrator import TicketRun
+
+#: what a phase returns instead of a failure when a hand-off artifact has not arrived yet
+WAITING = "waiting"
 
 #: phase -> (role, artifact) for the single-role phases
 SINGLE_ROLE: dict[str, tuple[str, str]] = {
@@ -35,15 +41,6 @@ SINGLE_ROLE: dict[str, tuple[str, str]] = {
     "implement": ("worker", "implementation.md"),
     "fix": ("fixer", "fixes.md"),
     "close": ("closer", "close-notes.md"),
-}
-#: what each phase's agents should read
-INPUTS: dict[str, tuple[str, ...]] = {
-    "research": (),
-    "implement": ("research.md",),
-    "review": ("implementation.md",),
-    "fix": ("review.md", "implementation.md"),
-    "verify": ("review.md", "fixes.md"),
-    "close": ("post-fix-verification.md", "review.md", "fixes.md"),
 }
 
 
@@ -99,7 +96,7 @@ def _sha256(data: bytes) -> str:
 class PhaseRunner:
     """Runs the phases of one attempt; returns a one-line failure or None from `run`."""
 
-    def __init__(self, run: TicketRun, attempt: _Attempt) -> None:
+    def __init__(self, run: TicketRun, attempt: AttemptContext) -> None:
         self.run_, self.attempt = run, attempt
         self.store = run.store
         self.wf = run.settings.workflow
@@ -107,6 +104,8 @@ class PhaseRunner:
         self.pre_counts: dict[str, int] = self._counts_from("review.md")
         self.post_counts: dict[str, int] = dict(self.pre_counts)
         self.gate_reason = ""
+        self.gate_rows: list[dict[str, Any]] = []
+        self.waiting: str | None = None
 
     def restore_gate(self) -> None:
         """A run resumed at close takes the gate decided by this attempt's verify phase."""
@@ -156,29 +155,28 @@ class PhaseRunner:
         text = self.store.read_artifact(name)
         return parse_review(text).counts if text else zero_counts()
 
-    def _invoke(self, phase: str, role: str, artifact: str) -> str | None:
+    def _invoke(
+        self,
+        phase: str,
+        role: str,
+        artifact: str,
+        gate_feedback: str | None = None,
+        label: str | None = None,
+    ) -> str | None:
         run, n = self.run_, self.attempt.number
         chosen = self.attempt.resolution.roles[role]
         output = self.store.dir / artifact
         prompt = run.store.redactor(
-            render(
-                PHASE_TEMPLATE,
-                ticket={"id": run.ticket.id, "title": run.ticket.title, "body": run.ticket.body},
-                phase=phase,
-                role=role,
-                model=chosen.model,
-                attempt=n,
-                trigger=self.attempt.trigger,
-                output=str(output),
-                inputs=[str(self.store.dir / i) for i in INPUTS[phase]],
-                escalated=self.attempt.resolution.escalated_roles,
-                chain_context=str(self.store.chain_context_path),
-                artifact_dir=str(self.store.dir),
-                flags=run.options.flags(),
+            run.prompts.render(
+                template_for(phase, role), self._context(phase, role, output, gate_feedback)
             )
         )
-        prompt_file = run.store.write_artifact(f"prompts/attempt-{n}/{phase}-{role}.md", prompt)
-        log_name = f"logs/attempt-{n}/{phase}-{role}.log"
+        label = label or f"{phase}-{role}"
+        # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
+        prompt_file = run.store.write_artifact(
+            f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True
+        )
+        log_name = f"logs/attempt-{n}/{label}.log"
         invocation = Invocation(
             ticket_id=run.ticket_id,
             phase=phase,
@@ -199,8 +197,16 @@ class PhaseRunner:
         run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
         result = run.executor.invoke(invocation)
         log_path = run.store.write_artifact(log_name, result.log)
+        if result.waiting:
+            run._event(
+                ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
+                promptFile=str(prompt_file),
+            )  # fmt: skip
+            self.waiting = f"{phase} ({role}) waits for {output} (prompt: {prompt_file})"
+            run.observer.note(run.ticket_id, f"attempt {n} {phase}: waiting for {output.name}")
+            return WAITING
         failure = result.failure
-        if result.ok and not mark.written_since(output):
+        if result.ok and not result.accepted_existing and not mark.written_since(output):
             failure = f"the agent exited 0 but did not write its output {artifact}"
         ok = failure is None
         run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
@@ -230,6 +236,45 @@ class PhaseRunner:
             log=str(log_path),
         )
         return message
+
+    def _context(
+        self, phase: str, role: str, output: Path, gate_feedback: str | None = None
+    ) -> dict[str, Any]:
+        run = self.run_
+        return prompt_context(
+            self.attempt,
+            phase,
+            self.attempt.resolution.roles[role],
+            ticket=ticket_view(run.ticket),
+            artifact_dir=self.store.dir,
+            output=output,
+            chain_context=self.store.chain_context_path,
+            flags=run.options.flags(),
+            fail_on=self.fail_on,
+            gate_feedback=gate_feedback,
+        )
+
+    def invocations(self) -> list[tuple[str, str, str]]:
+        """(phase, role, artifact) of every agent invocation this attempt may make."""
+        out: list[tuple[str, str, str]] = []
+        for phase in PHASES:
+            if phase not in self.attempt.facts.runs:
+                continue
+            for role in self._roles(phase):
+                if phase in ("review", "verify"):
+                    prefix = "post-fix-" if phase == "verify" else ""
+                    out.append((phase, role, prefix + REVIEW_FILES[role]))
+                else:
+                    out.append((phase, role, SINGLE_ROLE[phase][1]))
+        return out
+
+    def check_templates(self) -> None:
+        """Render every template this attempt will use, so a template that uses a variable the
+        orchestrator does not provide fails before the first phase, not in the middle."""
+        for phase, role, artifact in self.invocations():
+            self.run_.prompts.render(
+                template_for(phase, role), self._context(phase, role, self.store.dir / artifact)
+            )
 
     def _reviewers(
         self, phase: str, prefix: str, merged_name: str, title: str
@@ -266,7 +311,6 @@ class PhaseRunner:
         return None
 
     def _fix(self) -> str | None:
-        self.attempt.extra["fixed"] = True
         return self._invoke("fix", *SINGLE_ROLE["fix"])
 
     def _verify(self) -> str | None:
@@ -295,8 +339,30 @@ class PhaseRunner:
         else:
             passed = True
             reason = f"no failOn severity remains after the fix (failOn: {listed})"
+        self.run_._event(
+            ev.GateEvaluated,
+            self.attempt.number,
+            name="review-counts",
+            passed=passed,
+            counts=post,
+            failOn=self.fail_on,
+            source="post-fix-verification",
+            reason=reason,
+        )
+        gates = self._gates(feedback=passed) if self.wf.qualityGates else None
+        if gates is not None and gates.failure:
+            return gates.failure
+        if gates is not None and gates.blocking is not None and self.wf.enableQualityGate:
+            blocker = gates.blocking
+            why = (
+                f"quality gate {blocker.name} failed ({blocker.summary}) after "
+                f"{gates.retries[blocker.name]} fix retries"
+            )
+            reason = why if passed else f"{reason}; {why}"
+            passed = False
         self.attempt.facts.gate_passed = passed
         self.gate_reason = reason
+        self.gate_rows = gate_rows(gates, self.store.redactor) if gates else []
         md, data = render_post_fix_verification(
             self.run_.ticket_id,
             mode=mode,
@@ -305,19 +371,41 @@ class PhaseRunner:
             fail_on=self.fail_on,
             passed=passed,
             reason=reason,
+            gates=self.gate_rows,
         )
         self.store.write_artifact("post-fix-verification.md", md)
         self.store.write_artifact("post-fix-verification.json", json.dumps(data, indent=2) + "\n")
-        self.run_._event(
-            ev.GateEvaluated,
-            self.attempt.number,
-            passed=passed,
-            counts=post,
-            failOn=self.fail_on,
-            source="post-fix-verification",
-            reason=reason,
-        )
         return None
+
+    def _gates(self, feedback: bool) -> GateOutcome:
+        """Seed 004's inner loop. Feedback rounds only when the review counts pass: when they
+        block, the attempt is blocked anyway and the gates are run once for the record."""
+        run, n = self.run_, self.attempt.number
+
+        def record(result: GateResult, round_: int) -> None:
+            log = f"gates/attempt-{n}/{result.name}-try-{round_}.log"
+            run.store.write_artifact(log, f"# {result.summary}\n{result.output}")
+            run._event(
+                ev.GateEvaluated, n, name=result.name, passed=result.passed,
+                exitCode=result.exit_code, durationMs=round(result.duration * 1000),
+                innerTry=round_, required=result.required, reason=result.summary,
+            )  # fmt: skip
+
+        def send_back(message: str, round_: int, failed: list[GateResult]) -> str | None:
+            run._event(
+                ev.GateFeedbackSent, n, innerTry=round_, gates=[r.name for r in failed],
+                bytes=len(message.encode("utf-8")),
+            )  # fmt: skip
+            return self._invoke(
+                "fix", "fixer", f"gate-fix-{round_}.md", message, label=f"fix-fixer-gate-{round_}"
+            )
+
+        return run_gates(
+            self.wf.qualityGates, run.root, default_max=self.wf.qualityGateMaxRetries,
+            feedback=feedback and self.wf.enableFixer, redact=run.store.redactor,
+            env={"TF_TICKET_ID": run.ticket_id, "TF_ATTEMPT": str(n)},
+            on_result=record, send_back=send_back,
+        )  # fmt: skip
 
     def _close(self) -> str | None:
         if self.wf.enableCloser:
@@ -341,26 +429,10 @@ class PhaseRunner:
             reason=self.gate_reason,
             retry_count=0 if closed else after,
             max_retries=self.run_.settings.max_retries,
+            gates=self.gate_rows,
         )
         self.store.write_artifact("close-summary.md", summary)
-        if closed:
-            self._close_ticket()
         return None
-
-    def _close_ticket(self) -> None:
-        run = self.run_
-        current = tickets.read(run.root, run.ticket_id)
-        if current.status == "closed":
-            return  # a resumed close must not add the note twice
-        note = (
-            f"tf-fsm: closed on attempt {self.attempt.number} "
-            f"(quality gate passed; {self.gate_reason}). Artifacts: {self.store.dir}"
-        )
-        run._edit_ticket(
-            lambda text: tickets.with_note(
-                tickets.with_field(text, "status", "closed"), note, run.now()
-            )
-        )
 
 
 def summary_counts(data: dict[str, Any]) -> dict[str, int]:

@@ -52,4 +52,7 @@ class ConsoleObserver:
         )
 
     def note(self, ticket: str, text: str) -> None:
+        if self._status is not None:  # e.g. a hand-off phase now waits: end the live line
+            self._status.stop()
+            self._status = None
         print(f"[{ticket}] {text}", file=self.stream)

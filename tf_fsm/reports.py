@@ -6,7 +6,6 @@ Detection reads these same formats back, so a round trip is tested.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +26,17 @@ REVIEW_FILES: dict[str, str] = {
     "reviewer-spec-audit": "review-spec.md",
     "reviewer-second-opinion": "review-second.md",
 }
-_TAGGED = re.compile(r"\*\((?:reviewer-[\w-]+(?:,\s*)?)+\)\*\s*$")
+
+
+def _tagged(text: str) -> bool:
+    """Does the finding already end with its reviewers, `*(reviewer-a, reviewer-b)*`? Parsed by
+    hand: a regex with nested repetition here backtracks exponentially on hostile text."""
+    stripped = text.rstrip()
+    start = stripped.rfind("*(")
+    if not stripped.endswith(")*") or start < 0:
+        return False
+    names = [n.strip() for n in stripped[start + 2 : -2].split(",")]
+    return all(n.startswith("reviewer-") and len(n) > len("reviewer-") for n in names)
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class Finding:
     reviewer: str | None = None
 
     def line(self) -> str:
-        if self.reviewer and not _TAGGED.search(self.text):
+        if self.reviewer and not _tagged(self.text):
             return f"- {self.text} *({self.reviewer})*"
         return f"- {self.text}"
 
@@ -111,6 +120,7 @@ def render_post_fix_verification(
     fail_on: Sequence[str],
     passed: bool,
     reason: str,
+    gates: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]]:
     """pi-ticketflow's post-fix-verification.md and .json, decided by tf_fsm."""
     verdict = "PASS" if passed else "BLOCKED"
@@ -133,6 +143,7 @@ def render_post_fix_verification(
         "- **Based on**: Post-fix counts",
         f"- **Result**: {verdict}",
         f"- **Reason**: {reason}",
+        *_gate_lines(gates),
     ]
     data: dict[str, Any] = {
         "ticket_id": ticket_id,
@@ -142,8 +153,28 @@ def render_post_fix_verification(
         "verification_passed": passed,
         "fail_on": list(fail_on),
         "reason": reason,
+        "gates": [dict(g) for g in gates],
     }
     return "\n".join(md) + "\n", data
+
+
+def _gate_lines(gates: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The quality-gate commands: each result, and the output tail of the failed ones."""
+    if not gates:
+        return []
+    out = ["", "## Quality Gates"]
+    for g in gates:
+        kind = "required" if g["required"] else "optional"
+        if g["passed"]:
+            state = "passed"
+        else:
+            state = "BLOCKING" if g["blocking"] else "failed" if g["required"] else "warning"
+        out.append(f"- {g['name']} ({kind}): {state}, {g['summary']}, fix retries {g['retries']}")
+    for g in gates:
+        if not g["passed"] and g.get("outputTail"):
+            tail = str(g["outputTail"]).replace("`" * 3, "'" * 3)  # nothing may close the fence
+            out += ["", f"### {g['name']} output (tail)", "", "````text", tail, "````"]
+    return out
 
 
 def render_close_summary(
@@ -159,6 +190,7 @@ def render_close_summary(
     retry_count: int,
     max_retries: int,
     notes: Sequence[str] = (),
+    gates: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     status = "CLOSED" if closed else "BLOCKED"
     roles = (
@@ -181,6 +213,7 @@ def render_close_summary(
         "## Review Summary (post-fix)",
         *[f"- {s}: {counts.get(s, 0)}" for s in SEVERITIES],
     ]
+    out += _gate_lines(gates)
     if notes:
         out += ["", "## Notes", *[f"- {n}" for n in notes]]
     return "\n".join(out) + "\n"

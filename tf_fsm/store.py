@@ -9,6 +9,7 @@ rewritten behind the user's back; reads never write; everything written is redac
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import re
@@ -35,12 +36,14 @@ from tf_fsm.journal import (
     JournalRead,
     JournalTailDropped,
     RetryStateReset,
+    StaleTempFilesRemoved,
     decode,
     encode,
     timestamp,
     validation_problem,
 )
 from tf_fsm.redact import Redactor
+from tf_fsm.resume import Seen
 from tf_fsm.state import RetryState
 
 MAX_TICKET_ID_LENGTH = 128
@@ -185,10 +188,27 @@ class TicketStore:
             raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
         return path
 
-    def write_artifact(self, name: str, text: str) -> Path:
+    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> Path:
+        """Write an artifact, redacted and atomically. `only_if_changed` leaves an identical
+        file (and its mtime) alone."""
         path = self.artifact_path(name)
-        atomic_write_text(path, self.redactor(text))
+        data = self.redactor(text).encode("utf-8")
+        if only_if_changed:
+            with suppress(FileNotFoundError):
+                if path.read_bytes() == data:
+                    return path
+        atomic_write_bytes(path, data)
         return path
+
+    def seen(self, name: str) -> Seen | None:
+        """An artifact's sha256 and mtime, for deciding where a resume picks up."""
+        path = self.artifact_path(name)
+        try:
+            data = path.read_bytes()
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        return Seen(hashlib.sha256(data).hexdigest(), mtime)
 
     def read_artifact(self, name: str) -> str | None:
         try:
@@ -386,6 +406,7 @@ class TicketStore:
                 "note": pid_note,
             }
             atomic_write_text(self.lock_owner_path, self._redacted_json(owner))
+            self._sweep_temp_files()
             yield
         finally:
             # Removed while still locked, so a later owner file always names a live holder or
@@ -393,6 +414,24 @@ class TicketStore:
             with suppress(FileNotFoundError):
                 self.lock_owner_path.unlink()
             file_lock.release()
+
+    def _sweep_temp_files(self) -> None:
+        """Remove `.<name>.<random>.tmp` files: with the lock held, no live writer owns one, so
+        each is the leftover of a process killed mid-write. Journaled, never silent."""
+        stale = sorted(
+            p for p in self.dir.rglob(".*.tmp") if p.is_file() and p.name != self.lock_path.name
+        )
+        if not stale:
+            return
+        for path in stale:
+            with suppress(FileNotFoundError):
+                path.unlink()
+        names = [str(p.relative_to(self.dir)) for p in stale]
+        self.append_event(
+            StaleTempFilesRemoved(
+                ts=timestamp(datetime.now(UTC)), ticket=self.ticket_id, attempt=None, files=names
+            )
+        )
 
     def _holder_pid(self) -> int | None:
         try:

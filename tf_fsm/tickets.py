@@ -8,12 +8,19 @@ lines it changes, so tk keeps reading every file we write.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tf_fsm.errors import TicketError
-from tf_fsm.state import utc_stamp
+
+
+def utc_stamp(moment: datetime) -> str:
+    """tk's timestamps (`date -u +%Y-%m-%dT%H:%M:%SZ`). Kept here rather than imported from
+    tf_fsm.state so that reading tickets does not load pydantic (`tf-fsm tickets` stays fast)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 TICKETS_ENV = "TICKETS_DIR"
 
@@ -100,3 +107,239 @@ def with_note(text: str, note: str, now: datetime) -> str:
     if not any(line.startswith("## Notes") for line in text.split("\n")):
         out += "\n## Notes\n"
     return out + f"\n**{utc_stamp(now)}**\n\n{note}\n"
+
+
+# --- writing, so tk's awk keeps reading ---------------------------------------------------
+
+#: Frontmatter keys in the order `tk create` writes them; other keys follow in their order.
+TK_KEY_ORDER: tuple[str, ...] = (
+    "id",
+    "status",
+    "deps",
+    "links",
+    "created",
+    "type",
+    "priority",
+    "assignee",
+    "external-ref",
+    "parent",
+    "tags",
+)
+#: Keys tk's awk reads with `FS=": "`: a value holding ": " would be cut short there.
+_AWK_READ_KEYS = frozenset({"id", "status", "deps", "links", "priority", "assignee", "parent"})
+_AWK_READ_KEYS |= {"tags", "type"}
+_KEY = re.compile(r"[A-Za-z_][\w-]*")
+
+
+def format_list(items: list[str] | tuple[str, ...]) -> str:
+    """A flow list as tk writes it (`[a, b]`). tk removes every space and bracket and splits on
+    `,`, so an item holding one of those would come back different: refused."""
+    for item in items:
+        if not item or any(c in item for c in ", []\n\r\t"):
+            raise ValueError(f"list item {item!r} would not survive tk's split (`[a, b]`)")
+    return "[" + ", ".join(items) + "]"
+
+
+def render(fields: dict[str, str], body: str) -> str:
+    """A whole ticket file: one `key: value` a line between `---` lines, then the body.
+    Unknown keys are written as given; values must stay on one line."""
+    lines = ["---"]
+    for key, value in fields.items():
+        if not _KEY.fullmatch(key):
+            raise ValueError(f"bad frontmatter key {key!r}")
+        if "\n" in value or "\r" in value:
+            raise ValueError(f"{key}: value must be one line (tk reads one `key: value` a line)")
+        if key in _AWK_READ_KEYS and ": " in value:
+            raise ValueError(f"{key}: value must not contain ': ' (tk's awk would cut it there)")
+        lines.append(f"{key}: {value}" if value else f"{key}:")
+    lines.append("---")
+    return "\n".join(lines) + "\n" + body
+
+
+def new_ticket(
+    ticket_id: str,
+    title: str,
+    *,
+    status: str = "open",
+    deps: tuple[str, ...] = (),
+    links: tuple[str, ...] = (),
+    created: str | None = None,
+    type_: str = "task",
+    priority: int | str = 2,
+    assignee: str = "",
+    external_ref: str = "",
+    parent: str = "",
+    tags: tuple[str, ...] = (),
+    description: str = "",
+    extra: dict[str, str] | None = None,
+) -> str:
+    """The text `tk create` writes: same keys, same order, optional keys only when set
+    (`created` defaults to now, as tk's)."""
+    fields = {
+        "id": ticket_id,
+        "status": status,
+        "deps": format_list(deps),
+        "links": format_list(links),
+        "created": utc_stamp(datetime.now(UTC)) if created is None else created,
+        "type": type_,
+        "priority": str(priority),
+    }
+    optional = {"assignee": assignee, "external-ref": external_ref, "parent": parent}
+    fields |= {k: v for k, v in optional.items() if v}
+    if tags:
+        fields["tags"] = format_list(tags)
+    fields |= extra or {}
+    body = f"# {title}\n\n" + (f"{description}\n\n" if description else "")
+    return render(fields, body)
+
+
+def rewrite(ticket: Ticket) -> str:
+    """`ticket` written back: its fields in their order (unknown keys kept), then its body.
+    Byte-identical for a file tk created."""
+    return render(dict(ticket.fields), ticket.body + "\n")
+
+
+# --- the whole backlog, read as tk's awk reads it -------------------------------------------
+
+_TOGGLE = re.compile(r"^---$", re.MULTILINE)
+_AWK_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
+_AWK_TITLE = re.compile(r"^# (.+)$", re.MULTILINE)
+_BRACKETS_SPACES = str.maketrans("", "", "[] ")
+
+
+@dataclass(slots=True)
+class TkRecord:
+    """One ticket as tk's awk programs see it: raw `$2` values, lists already stripped of
+    brackets and spaces (still comma-joined), priority defaulted to 2, title from `# `."""
+
+    id: str
+    status: str
+    deps: str
+    priority: str
+    assignee: str
+    tags: str
+    parent: str
+    links: str
+    type: str
+    title: str
+    file: str  # the file's path; a Path per ticket would cost more than parsing it
+
+    @property
+    def path(self) -> Path:
+        return Path(self.file)
+
+    def dep_list(self) -> list[str]:
+        return [d for d in self.deps.split(",") if d]
+
+    def tag_list(self) -> list[str]:
+        return [t for t in self.tags.split(",") if t]
+
+    def link_list(self) -> list[str]:
+        return [x for x in self.links.split(",") if x]
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    path: Path
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+@dataclass
+class Backlog:
+    """Every ticket by id (a later file with the same id replaces an earlier one, as in tk)."""
+
+    directory: Path
+    records: dict[str, TkRecord]
+    problems: list[ScanProblem]
+
+
+def _read_fields(values: dict[str, str], frontmatter: str) -> None:
+    for line in frontmatter.split("\n"):
+        key, colon, _ = line.partition(":")
+        if colon and key in values:  # awk's /^key:/
+            parts = line.split(": ", 2)
+            values[key] = parts[1] if len(parts) > 1 else ""  # awk's $2 with FS=": "
+
+
+def awk_view(text: str, path: Path | str) -> TkRecord | None:
+    """The record tk's awk builds from one file, or None when it has no `id:` (tk skips it).
+
+    Every `---` line toggles frontmatter, anywhere in the file; a field line's value is awk's
+    `$2` with `FS=": "` (the text between the first and second ": "); the last one wins."""
+    values = dict.fromkeys(_AWK_KEYS, "")
+    title = ""
+    close = text.find("\n---\n", 3) if text.startswith("---\n") else -1
+    if close >= 0 and not _TOGGLE.search(text, close + 5):
+        # The usual file: one frontmatter block at the top and no `---` line below it.
+        _read_fields(values, text[4:close])
+        found = _AWK_TITLE.search(text, close + 5)
+        title = found.group(1) if found else ""
+    else:
+        for index, segment in enumerate(_TOGGLE.split(text)):
+            if index % 2:
+                _read_fields(values, segment)
+            elif not title and (found := _AWK_TITLE.search(segment)):
+                title = found.group(1)
+    if not values["id"]:
+        return None
+    return TkRecord(
+        id=values["id"],
+        status=values["status"],
+        deps=values["deps"].translate(_BRACKETS_SPACES),
+        priority=values["priority"] or "2",
+        assignee=values["assignee"],
+        tags=values["tags"].translate(_BRACKETS_SPACES),
+        parent=values["parent"],
+        links=values["links"].translate(_BRACKETS_SPACES),
+        type=values["type"],
+        title=title,
+        file=str(path),
+    )
+
+
+def _read_bytes(path: str) -> bytes:
+    # os.open/os.read: a third cheaper than open().read() in the hot loop of a 10k scan.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def scan(directory: Path) -> Backlog:
+    """Read `<directory>/*.md` in one pass, the files tk's glob would hand to awk (no dot
+    files; sorted by bytes, as `LC_ALL=C` bash sorts a glob)."""
+    records: dict[str, TkRecord] = {}
+    problems: list[ScanProblem] = []
+    try:
+        with os.scandir(directory) as listing:
+            names = [e.name for e in listing if e.name.endswith(".md") and e.name[0] != "."]
+    except FileNotFoundError:
+        return Backlog(directory, records, problems)
+    names.sort(key=os.fsencode)
+    base = os.fspath(directory).rstrip("/") or "/"
+    for name in names:
+        path = f"{base}/{name}"
+        try:
+            data = _read_bytes(path)
+        except OSError as exc:
+            problems.append(ScanProblem(Path(path), f"cannot read: {exc.strerror or exc}"))
+            continue
+        record = awk_view(data.decode("utf-8", "surrogateescape"), path)
+        if record is None:
+            if data.strip():
+                problem = "no `id:` line in its frontmatter; tk skips it"
+                problems.append(ScanProblem(Path(path), problem))
+            continue
+        earlier = records.get(record.id)
+        if earlier is not None:
+            problem = f"id {record.id} is also in {earlier.path.name}; this one wins"
+            problems.append(ScanProblem(Path(path), problem))
+        records[record.id] = record
+    return Backlog(directory, records, problems)

@@ -19,6 +19,10 @@ __all__ = [
 
 def make_executor(settings: LoadedSettings, root: Path) -> Executor:
     conf = settings.settings.executor
+    if conf.kind == "handoff":
+        from tf_fsm.executors.handoff import HandoffExecutor
+
+        return HandoffExecutor(conf.waitSeconds, conf.stableSeconds)
     if conf.kind == "scripted":
         from tf_fsm.executors.scripted import ScriptedExecutor, load_scenario
 

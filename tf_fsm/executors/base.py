@@ -56,6 +56,8 @@ class InvocationResult:
     exit_code: int | None = None
     stderr_tail: str = ""
     log: str = ""  # the invocation's whole output; tf_fsm writes it (redacted) to log_file
+    waiting: bool = False  # hand-off: the artifact is not there yet (not a failure)
+    accepted_existing: bool = False  # the executor checked the artifact itself (hand-off)
 
 
 class Executor(Protocol):

@@ -94,6 +94,8 @@ def load_scenario(path: Path | None) -> Scenario:
         return Scenario.model_validate_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ExecutorError(f"{path}: scenario file not found", "executor.scenario") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExecutorError(f"{path}: cannot read: {exc}", "executor.scenario") from None
     except ValidationError as exc:
         problems = [
             SettingsProblem(".".join(map(str, e["loc"])), str(e["msg"])) for e in exc.errors()

@@ -1,0 +1,373 @@
+"""The `tf-fsm` commands as a user runs them: real processes (`python -m tf_fsm`), real files."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+from tf_fsm.config import load_settings
+from tf_fsm.state import SEVERITIES
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+STRONG = "openai-codex/gpt-5.3-codex"
+
+TICKET = """\
+---
+id: {id}
+status: open
+deps: []
+links: []
+created: 2026-02-10T12:00:00Z
+type: task
+priority: 2
+tags: [component:parser]
+---
+# Add a depth limit to the parser
+
+The parser recurses without bound on nested input.
+"""
+
+
+def write_ticket(root: Path, ticket_id: str = "pt-1") -> Path:
+    path = root / ".tickets" / f"{ticket_id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(TICKET.format(id=ticket_id), encoding="utf-8")
+    return path
+
+
+def ticket_dir(root: Path, ticket_id: str = "pt-1") -> Path:
+    return root / ".tf" / "knowledge" / "tickets" / ticket_id
+
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """One `tf-fsm demo --dir` run, shared by the read-only tests below."""
+    where = tmp_path_factory.mktemp("demo") / "project"
+    result = run_cli("demo", "--dir", str(where), env={"TF_FSM_ROOT": ""})
+    return where, result
+
+
+# --- init -----------------------------------------------------------------------------------
+
+
+def _leaf_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out += _leaf_keys(value, f"{dotted}.")
+        else:
+            out.append(dotted)
+    return out
+
+
+@pytest.mark.parametrize("how", ["--root", "cwd"])
+def test_init_writes_loadable_settings_and_tickets_dir(tmp_path: Path, how: str) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    if how == "--root":
+        result = run_cli("--root", str(fresh), "init")
+    else:
+        result = run_cli("init", cwd=fresh, env={"TF_FSM_ROOT": ""})
+    assert result.returncode == 0, result.stderr
+    path = fresh / ".tf" / "config" / "settings.json"
+    assert f"wrote {path}" in result.stdout
+    assert (fresh / ".tickets").is_dir()
+    assert list((fresh / ".tickets").iterdir()) == []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["executor"]["command"] is None
+    assert data["executor"]["kind"] == "command"
+    loaded = load_settings(fresh)
+    assert loaded.path == path
+    assert loaded.warnings == ()
+    assert loaded.workflow.failOn == ["Critical", "Major"]
+    assert loaded.settings.executor.timeoutSeconds == 1800
+    settings = run_cli("--root", str(fresh), "settings")
+    assert settings.returncode == 0
+    assert "warning" not in settings.stderr
+
+
+def test_second_init_exits_2_and_keeps_the_file(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert run_cli("--root", str(fresh), "init").returncode == 0
+    path = fresh / ".tf" / "config" / "settings.json"
+    path.write_bytes(path.read_bytes() + b"\n")  # a user's edit; init must not touch it
+    before = path.read_bytes()
+    mtime = path.stat().st_mtime_ns
+    again = run_cli("--root", str(fresh), "init")
+    assert again.returncode == 2
+    assert "already exists" in again.stderr
+    assert str(path) in again.stderr
+    assert path.read_bytes() == before
+    assert path.stat().st_mtime_ns == mtime
+    assert again.stdout == ""
+
+
+def test_every_init_key_is_documented(tmp_path: Path) -> None:
+    assert run_cli("--root", str(tmp_path), "init").returncode == 0
+    data = json.loads((tmp_path / ".tf/config/settings.json").read_text(encoding="utf-8"))
+    doc = (DOCS / "settings.md").read_text(encoding="utf-8")
+    spans = re.findall(r"`([^`\n]+)`", doc)
+    missing = []
+    for dotted in _leaf_keys(data):
+        parts = dotted.split(".")
+        if parts[0] == "agents":
+            continue  # role names: the agents table documents each role
+        if parts[0] == "metaModels":
+            parts = parts[2:]  # metaModels names are the user's; their fields are documented
+        leaf = parts[-1]
+        word = re.compile(rf"(?<![\w-]){re.escape(leaf)}(?![\w-])")
+        if not any(word.search(span) for span in spans):
+            missing.append(dotted)
+    assert missing == []
+    for expected in ("maxRetries", "postFixVerification", "timeoutSeconds", "tf-implement"):
+        assert expected in {k.split(".")[-1] for k in _leaf_keys(data)}
+
+
+# --- demo, status, gate ---------------------------------------------------------------------
+
+
+def test_demo_blocks_then_closes(demo: tuple[Path, Any]) -> None:
+    where, result = demo
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    first = [ln for ln in lines if ln.startswith("attempt 1 ")]
+    second = [ln for ln in lines if ln.startswith("attempt 2 ")]
+    assert len(first) == len(second) == 1
+    assert re.match(r"attempt 1 \(initial\): BLOCKED\b", first[0])
+    assert "post-fix findings: Major 1" in first[0]
+    assert re.match(r"attempt 2 \(quality_gate\): CLOSED\b", second[0])
+    assert "escalated: fixer" in second[0]
+    assert not any(ln.startswith("attempt 3 ") for ln in lines)
+    assert f"the demo project is in {where.resolve()}" in result.stdout
+
+    state = json.loads((ticket_dir(where, "demo-1") / "retry-state.json").read_text("utf-8"))
+    attempts = state["attempts"]
+    assert [(a["attemptNumber"], a["status"], a["trigger"]) for a in attempts] == [
+        (1, "blocked", "initial"),
+        (2, "closed", "quality_gate"),
+    ]
+    assert attempts[0]["escalation"]["fixer"] is None
+    assert attempts[1]["escalation"]["fixer"] == STRONG
+    assert attempts[0]["qualityGate"]["counts"]["Major"] == 1
+    assert attempts[1]["qualityGate"]["counts"]["Major"] == 0
+    assert state["status"] == "closed"
+    assert state["retryCount"] == 0
+    ticket = (where / ".tickets" / "demo-1.md").read_text(encoding="utf-8")
+    assert "\nstatus: closed\n" in ticket
+    assert "\n## Notes\n" in ticket
+
+
+def test_status_json_on_demo(demo: tuple[Path, Any]) -> None:
+    where, _ = demo
+    result = run_cli("--root", str(where), "status", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json_lines(result.stdout)
+    assert len(rows) == 1 == len(result.stdout.splitlines())
+    row = rows[0]
+    assert row["ticket"] == "demo-1"
+    assert row["state"] == "closed"
+    assert row["attempt"] == 2
+    assert row["retryCount"] == 0
+    assert row["escalatedRoles"] == ["fixer"]
+    assert row["lastFailure"] is None
+    named = run_cli("--root", str(where), "status", "demo-1", "--json")
+    assert json_lines(named.stdout) == rows
+
+
+def test_status_table_on_demo(demo: tuple[Path, Any]) -> None:
+    where, _ = demo
+    result = run_cli("--root", str(where), "status")
+    assert result.returncode == 0
+    row = next(ln for ln in result.stdout.splitlines() if "demo-1" in ln)
+    assert "closed" in row
+    assert "0/3" in row
+    assert "fixer" in row
+
+
+def test_status_without_tickets(project: Path) -> None:
+    result = run_cli("status")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "no tickets have been run yet"
+    assert run_cli("status", "--json").stdout == ""
+
+
+def test_gate_json_on_demo(demo: tuple[Path, Any]) -> None:
+    where, _ = demo
+    result = run_cli("--root", str(where), "gate", "demo-1", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json_lines(result.stdout)
+    assert len(rows) == 1 == len(result.stdout.splitlines())
+    row = rows[0]
+    assert {"ticket", "blocked", "status", "source", "counts", "reason"} <= set(row)
+    assert row["ticket"] == "demo-1"
+    assert row["blocked"] is False
+    assert row["status"] == "closed"
+    assert row["source"] == "close-summary.md"
+    assert list(row["counts"]) == list(SEVERITIES)
+    assert row["counts"] == {"Critical": 0, "Major": 0, "Minor": 0, "Warnings": 0, "Suggestions": 1}
+    assert row["reason"] == "close-summary.md says CLOSED"
+
+
+def test_gate_on_two_tickets_prints_two_lines(demo: tuple[Path, Any]) -> None:
+    where, _ = demo
+    result = run_cli("--root", str(where), "gate", "demo-1", "never-run", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json_lines(result.stdout)
+    assert len(result.stdout.splitlines()) == 2
+    assert [r["ticket"] for r in rows] == ["demo-1", "never-run"]
+    assert rows[1]["blocked"] is False
+    assert rows[1]["source"] == "none"
+    human = run_cli("--root", str(where), "gate", "demo-1", "never-run")
+    assert human.returncode == 0
+    assert human.stdout.startswith("demo-1: not blocked (status closed, from close-summary.md)")
+    assert "\nnever-run: not blocked" in human.stdout
+
+
+@pytest.mark.parametrize("command", [["gate", "demo-1", "--json"], ["status", "--json"]])
+def test_root_after_the_subcommand(demo: tuple[Path, Any], command: list[str]) -> None:
+    """Regression: at 8ccc9d9 --root was accepted only before the subcommand."""
+    where, _ = demo
+    result = run_cli(*command, "--root", str(where), env={"TF_FSM_ROOT": ""})
+    assert result.returncode == 0, result.stderr
+    assert json_lines(result.stdout)[0]["ticket"] == "demo-1"
+
+
+def test_run_with_unreadable_scenario_exits_2(
+    project: Path, write_settings: Callable[[dict[str, Any]], Path]
+) -> None:
+    (project / "scenarios").mkdir()
+    write_settings({"executor": {"kind": "scripted", "scenario": "scenarios"}})
+    write_ticket(project)
+    result = run_cli("run", "pt-1")
+    assert result.returncode == 2, result.stderr
+    assert "executor.scenario" in result.stderr
+    assert "internal error" not in result.stderr
+    assert not (ticket_dir(project) / "retry-state.json").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("gate", "../x"),
+        ("gate", "demo-1", "../x", "--json"),
+        ("status", "../x"),
+        ("status", "../x", "--json"),
+        ("run", "../x"),
+    ],
+)
+def test_invalid_ticket_id_exits_2(project: Path, args: tuple[str, ...]) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert "invalid ticket id '../x'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not (project / ".tf" / "knowledge").exists()
+
+
+# --- run: executor checks and flags -----------------------------------------------------------
+
+
+def test_run_with_missing_agent_program_exits_2(
+    project: Path, write_settings: Callable[[dict[str, Any]], Path]
+) -> None:
+    write_settings(
+        {"executor": {"kind": "command", "command": ["definitely-not-a-real-agent-xyz"]}}
+    )
+    ticket = write_ticket(project)
+    before = ticket.read_bytes()
+    result = run_cli("run", "pt-1")
+    assert result.returncode == 2
+    assert "executor.command" in result.stderr
+    assert "definitely-not-a-real-agent-xyz" in result.stderr
+    assert "not found on PATH" in result.stderr
+    assert not (ticket_dir(project) / "retry-state.json").exists()
+    assert ticket.read_bytes() == before  # not even set to in_progress
+
+
+def test_run_without_executor_command_exits_2(
+    project: Path, write_settings: Callable[[dict[str, Any]], Path]
+) -> None:
+    write_settings({})
+    write_ticket(project)
+    result = run_cli("run", "pt-1")
+    assert result.returncode == 2
+    assert "executor.command" in result.stderr
+    assert "is not set" in result.stderr
+    assert not (ticket_dir(project) / "retry-state.json").exists()
+
+
+def test_run_help_lists_flags_and_exit_codes() -> None:
+    result = run_cli("run", "--help", env={"COLUMNS": "200"})
+    assert result.returncode == 0
+    for flag in ("--no-research", "--with-research", "--once", "--retry-reset"):
+        assert flag in result.stdout
+    codes = re.findall(r"^\s+(\d+)\s", result.stdout.split("exit codes:")[1], re.MULTILINE)
+    assert codes == ["0", "1", "2", "3", "4", "5", "6", "75"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "research"),
+    [
+        (["--no-research", "--with-research"], True),
+        (["--with-research", "--no-research"], False),
+        (["--no-research"], False),
+        (["--with-research"], True),
+        ([], None),
+    ],
+)
+def test_last_research_flag_wins(
+    project: Path,
+    write_settings: Callable[[dict[str, Any]], Path],
+    flags: list[str],
+    research: bool | None,
+) -> None:
+    write_settings({"executor": {"kind": "scripted"}})
+    write_ticket(project)
+    result = run_cli("run", "pt-1", "--once", *flags)
+    assert result.returncode == 3, result.stderr  # the demo scenario blocks attempt 1
+    context = json.loads((ticket_dir(project) / "chain-context.json").read_text("utf-8"))
+    assert context["flags"]["research"] is research
+    assert context["flags"]["once"] is True
+    assert context["phases"]["research"]["runs"] is (research is not False)
+    assert (ticket_dir(project) / "research.md").exists() is (research is not False)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b'{"version": 1, "ticketId": ', b"[]", b"", b"\xff\xfe", b'{"version": 1}'],
+)
+@pytest.mark.parametrize("command", [["status"], ["status", "pt-1", "--json"], ["run", "pt-1"]])
+def test_corrupt_retry_state_exits_2_and_is_left_untouched(
+    project: Path,
+    write_settings: Callable[[dict[str, Any]], Path],
+    content: bytes,
+    command: list[str],
+) -> None:
+    write_settings({"executor": {"kind": "scripted"}})
+    write_ticket(project)
+    path = ticket_dir(project) / "retry-state.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    mtime = path.stat().st_mtime_ns
+    result = run_cli(*command)
+    assert result.returncode == 2, result.stderr
+    assert str(path) in result.stderr
+    assert "--retry-reset" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert path.read_bytes() == content
+    assert path.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith("retry-state")) == [
+        "retry-state.json"
+    ]

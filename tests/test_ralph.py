@@ -1,0 +1,467 @@
+"""The backlog loop (`tf-fsm ralph`): skips, bounds, dry runs, Ctrl-C, recovery and the
+parallel race, each with real worker processes and the fake agent (tests/fake_agent.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.e2e.conftest import alive
+from tf_fsm.ralph_progress import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
+from tf_fsm.ralph_worker import lock_holder
+from tf_fsm.redact import Redactor
+from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
+from tf_fsm.store import TicketStore
+from tf_fsm.tickets import new_ticket
+
+AGENT = Path(__file__).resolve().parent / "fake_agent.py"
+STRONG = "openai-codex/gpt-5.3-codex"
+WORKER_MODEL = "worker/strong-worker"
+NOW = datetime(2026, 2, 10, 12, 0, tzinfo=UTC)
+FIXABLE = {
+    "findings": [
+        {"id": "f1", "severity": "Major", "text": "bad", "reviewer": "reviewer-general",
+         "fixedBy": [STRONG]},
+    ]
+}  # fmt: skip
+HANG = {"hang": [{"phase": "implement", "seconds": 30}]}
+
+
+class Project:
+    """A project whose agent is the fake agent, with one plan file per ticket."""
+
+    def __init__(self, root: Path, max_retries: int = 3) -> None:
+        self.root = root
+        self.plans = root.parent / "plans"
+        self.plans.mkdir(exist_ok=True)
+        self.log = root.parent / "agent-calls.jsonl"
+        self.children = root.parent / "agent-children.txt"
+        (root / ".tickets").mkdir(exist_ok=True)
+        agent = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+        plan = shlex.quote(str(self.plans)) + "/{ticket_id}.json"
+        settings = {
+            "metaModels": {"strong": {"model": STRONG, "thinking": "high"}},
+            "workflow": {
+                "enableResearcher": False,
+                "enableReviewers": ["reviewer-general"],
+                "enableCloser": False,
+                "escalation": {
+                    "enabled": True,
+                    "maxRetries": max_retries,
+                    "models": {"fixer": "strong", "worker": WORKER_MODEL},
+                },
+            },
+            "executor": {
+                "kind": "command",
+                "command": ["/bin/sh", "-c", f"FAKE_AGENT_PLAN={plan} exec {agent}"],
+                "timeoutSeconds": 40,
+            },
+        }
+        (root / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
+
+    def ticket(
+        self, tid: str, plan: dict[str, Any] | None = None, text: str | None = None, **kw: Any
+    ) -> Path:
+        path = self.root / ".tickets" / f"{tid}.md"
+        path.write_text(
+            text or new_ticket(tid, f"Title {tid}", created="2026-02-10T12:00:00Z", **kw)
+        )
+        (self.plans / f"{tid}.json").write_text(json.dumps(plan or {}))
+        return path
+
+    def store(self, tid: str) -> TicketStore:
+        return TicketStore(self.root / ".tf" / "knowledge", tid)
+
+    def history(self, tid: str, *statuses: str) -> None:
+        """Write a retry-state.json whose attempts ended with these statuses (the last one
+        may be `in_progress` or `error`, i.e. open)."""
+        state = new_state(tid, NOW)
+        for status in statuses:
+            state = start_attempt(
+                state, trigger="initial", escalation=EscalationRecord.of(), fail_on=[], now=NOW
+            )
+            if status != "in_progress":
+                state = finish_attempt(
+                    state,
+                    status=status,
+                    counts={},
+                    max_retries=3,
+                    now=NOW,  # type: ignore[arg-type]
+                )
+        self.store(tid).save_retry_state(state)
+
+    def state(self, tid: str) -> dict[str, Any]:
+        return json.loads(self.store(tid).retry_state_path.read_text())
+
+    def events(self, tid: str) -> list[dict[str, Any]]:
+        path = self.store(tid).journal_path
+        return [json.loads(ln) for ln in path.read_text().splitlines()] if path.exists() else []
+
+    def env(self) -> dict[str, str]:
+        return {"FAKE_AGENT_LOG": str(self.log), "FAKE_AGENT_CHILD_PID": str(self.children)}
+
+    def ralph(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("--root", str(self.root), "ralph", *args, env=self.env())
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tf_fsm", "--root", str(self.root), "ralph", *args],
+            env={**os.environ, **self.env()},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def progress(self) -> str:
+        return (self.root / ".tf" / "ralph" / "progress.md").read_text()
+
+    def tk_status(self, tid: str) -> str:
+        text = (self.root / ".tickets" / f"{tid}.md").read_text()
+        return re.search(r"^status: (.*)$", text, re.M).group(1)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def proj(project: Path) -> Project:
+    return Project(project)
+
+
+# --- choosing, without running --------------------------------------------------------------
+
+
+def _setup_mixed(p: Project) -> None:
+    p.ticket("pt-1", priority=1)
+    p.ticket("pt-2")
+    p.history("pt-2", "blocked")
+    p.ticket("pt-3")
+    p.history("pt-3", "blocked", "blocked")
+    p.ticket("pt-4")
+    p.history("pt-4", "blocked", "blocked", "blocked")  # maxRetries 3: exhausted
+    p.ticket("pt-5")
+    p.history("pt-5", "error")
+    p.ticket("pt-6")
+    p.history("pt-6", "in_progress")  # a run that died: resumed, not skipped
+    p.ticket("pt-7", text="---\nid: pt-7\nstatus: open\nno colon here\n---\n# Bad\n")
+    p.ticket("pt-8", text=new_ticket("pt-9", "Id differs from the file name"))
+
+
+def test_dry_run_lists_order_attempts_escalation_and_skips(proj: Project) -> None:
+    _setup_mixed(proj)
+    before = {t: proj.state(t) for t in ("pt-2", "pt-3", "pt-4", "pt-5", "pt-6")}
+    done = proj.ralph("--dry-run")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:5] == [
+        "  1. pt-1         attempt 1 (initial), base models",
+        "  2. pt-2         attempt 2 (ralph_retry), fixer -> openai-codex/gpt-5.3-codex",
+        "  3. pt-3         attempt 3 (ralph_retry), worker -> worker/strong-worker, "
+        "fixer -> openai-codex/gpt-5.3-codex",
+        "  4. pt-6         attempt 1 (resume), base models",
+        "     skip pt-4: max retries (3) exceeded",
+    ]
+    assert (
+        "     skip pt-5: attempt 1 failed in a phase (error); --resume-errors resumes it" in lines
+    )
+    assert any(
+        ln.startswith("     skip pt-7: malformed ticket file: ") and "pt-7.md:4:" in ln
+        for ln in lines
+    )
+    assert "     skip pt-9: its id is pt-9 but its file is pt-8.md" in lines
+    # A dry run writes nothing: no progress file, no locks, states untouched.
+    assert not (proj.root / ".tf" / "ralph").exists()
+    assert {t: proj.state(t) for t in before} == before
+    assert not (proj.store("pt-1").dir / ".lock").exists()
+
+    as_json = proj.ralph("--dry-run", "--json", "--resume-errors")
+    events = [json.loads(line) for line in as_json.stdout.splitlines()]
+    plans = {e["ticket"]: e for e in events if e["event"] == "plan"}
+    assert plans["pt-5"]["trigger"] == "resume" and plans["pt-5"]["attempt"] == 1
+    assert plans["pt-2"]["escalated"] == {"fixer": STRONG}
+    assert [e["ticket"] for e in events if e["event"] == "skip"] == ["pt-4", "pt-7", "pt-9"]
+
+
+# --- running -----------------------------------------------------------------------------------
+
+
+def test_skips_are_said_once_and_the_rest_runs(proj: Project) -> None:
+    _setup_mixed(proj)
+    proj.ticket("pt-10", plan=FIXABLE, tags=("component:x",))  # blocks once, closes on retry
+    held = proj.store("pt-1")
+    with held.lock():  # someone else is running pt-1
+        done = proj.ralph("--resume-errors", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    assert err.count("Skipping pt-4: max retries (3) exceeded") == 1, err
+    assert err.count(f"Skipping pt-1: locked by another process (pid {os.getpid()})") == 1, err
+    assert err.count("Skipping pt-7: malformed ticket file") == 1, err
+    assert not held.retry_state_path.exists()  # the locked ticket was never touched
+    assert proj.tk_status("pt-10") == "closed"
+    assert [a["trigger"] for a in proj.state("pt-10")["attempts"]] == ["initial", "ralph_retry"]
+    assert [a["status"] for a in proj.state("pt-6")["attempts"]] == ["closed"]  # resumed
+    assert proj.state("pt-5")["attempts"][-1]["status"] == "closed"  # --resume-errors
+    # pt-2 and pt-3 each get their next attempt, never more than maxRetries (3) in all.
+    assert [a["status"] for a in proj.state("pt-3")["attempts"]][-1] == "closed"
+    assert len(proj.state("pt-4")["attempts"]) == 3
+    assert "no ticket left to run" in done.stdout
+    progress = proj.progress()
+    assert "- pt-10: BLOCKED" in progress and "- pt-10: COMPLETE" in progress
+    assert progress.index("- pt-10: COMPLETE") < progress.index("- pt-10: BLOCKED")  # newest first
+
+
+def test_error_tickets_are_skipped_without_resume_errors(proj: Project) -> None:
+    proj.ticket("pt-1", plan={"crash": [{"phase": "implement", "exitCode": 3}]})
+    first = proj.ralph()
+    assert first.returncode == 0, first.stderr
+    assert proj.state("pt-1")["attempts"][-1]["status"] == "error"
+    assert "FAILED" in proj.progress()
+    again = proj.ralph()
+    assert "Skipping pt-1: attempt 1 failed in implement (error); --resume-errors resumes it" in (
+        again.stderr
+    )
+    assert len([e for e in proj.events("pt-1") if e["event"] == "AttemptResumed"]) == 0
+    resumed = proj.ralph("--resume-errors")  # resumed once, fails again, then left alone
+    assert resumed.stderr.count("Skipping pt-1: attempt 1 failed again after being resumed") == 1
+    assert len([e for e in proj.events("pt-1") if e["event"] == "AttemptResumed"]) == 1
+
+
+def test_max_iterations_bounds_the_loop(proj: Project) -> None:
+    for tid in ("pt-1", "pt-2", "pt-3"):
+        proj.ticket(tid, tags=(f"component:{tid}",))
+    done = proj.ralph("--max-iterations", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["ticket"] for e in events if e["event"] == "start"] == ["pt-1", "pt-2"]
+    summary = events[-1]
+    assert summary["event"] == "summary" and summary["reason"] == "max_iterations"
+    assert summary["iterations"] == 2
+    assert proj.tk_status("pt-3") == "open"
+    assert "- Status: STOPPED" in proj.progress()
+    assert run_cli("--root", str(proj.root), "ralph", "--max-iterations", "0").returncode == 2
+
+
+@pytest.mark.parametrize("target", ["loop", "group"])
+def test_ctrl_c_stops_cleanly_and_the_ticket_resumes(proj: Project, target: str) -> None:
+    proj.ticket("pt-1", plan=HANG)
+    loop = proj.spawn("--workers", "1")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not proj.children.exists():
+        time.sleep(0.02)  # the agent is hanging inside implement
+    assert proj.children.exists(), "the agent never started"
+    started = time.monotonic()
+    if target == "loop":  # the loop forwards it to its workers
+        os.kill(loop.pid, signal.SIGINT)
+    else:  # a terminal's Ctrl-C reaches the whole foreground group: loop and worker at once
+        os.killpg(loop.pid, signal.SIGINT)
+    out, err = loop.communicate(timeout=20)
+    assert loop.returncode == 130, err
+    assert time.monotonic() - started < 10
+    assert "interrupted" in out
+    attempt = proj.state("pt-1")["attempts"][-1]
+    assert (attempt["status"], attempt["phase"]) == ("in_progress", "implement")
+    assert lock_holder(proj.store("pt-1")) == 0  # released
+    for pid in map(int, proj.children.read_text().split()):
+        assert not alive(pid), "the hanging agent's child outlived the run"
+    progress = proj.progress()
+    assert "- pt-1: INTERRUPTED" in progress and "- Status: INTERRUPTED" in progress
+
+    (proj.plans / "pt-1.json").write_text("{}")
+    done = proj.ralph()
+    assert done.returncode == 0, done.stderr
+    assert [(a["attemptNumber"], a["status"]) for a in proj.state("pt-1")["attempts"]] == [
+        (1, "closed")
+    ]
+    assert [e["phase"] for e in proj.events("pt-1") if e["event"] == "AttemptResumed"] == [
+        "implement"
+    ]
+
+
+def test_attempt_killed_as_it_started_is_repaired_and_resumed(proj: Project) -> None:
+    """retry-state.json says attempt 1 is in progress, but the run died before it wrote
+    chain-context.json and set the tk status (the window the SIGKILL e2e test hit)."""
+    proj.ticket("pt-1")
+    proj.history("pt-1", "in_progress")
+    done = proj.ralph()
+    assert done.returncode == 0, done.stderr
+    assert proj.tk_status("pt-1") == "closed"
+    assert [(a["attemptNumber"], a["status"]) for a in proj.state("pt-1")["attempts"]] == [
+        (1, "closed")
+    ]
+    events = [e["event"] for e in proj.events("pt-1")]
+    assert "AttemptResumed" in events
+    # the resume journaled the start the dead run never wrote
+    assert events.count("AttemptStarted") == 1
+
+
+def test_close_cut_short_is_finished(proj: Project) -> None:
+    """The run was killed after retry-state.json recorded the close but before the tk file
+    did (tf_fsm tells tk last): tk still lists the ticket, and the next run only closes it."""
+    proj.ticket("pt-1")
+    assert proj.ralph().returncode == 0
+    path = proj.root / ".tickets" / "pt-1.md"
+    text = path.read_text()
+    path.write_text(text.replace("status: closed", "status: in_progress").split("\n## Notes")[0])
+    before = len(proj.events("pt-1"))
+    done = proj.ralph()
+    assert done.returncode == 0, done.stderr
+    assert proj.tk_status("pt-1") == "closed"
+    assert "tf-fsm: closed attempt 1" in path.read_text()
+    assert [(a["attemptNumber"], a["status"]) for a in proj.state("pt-1")["attempts"]] == [
+        (1, "closed")
+    ]
+    assert len(proj.events("pt-1")) == before  # no attempt ran
+
+
+def test_two_loops_at_once_never_run_a_ticket_twice(proj: Project) -> None:
+    """Seed 000's race: parallel workers (here: two whole loops) picking the same ticket."""
+    for n in range(6):
+        proj.ticket(f"pt-{n}", plan=FIXABLE if n % 2 else None, tags=(f"component:{n}",))
+    loops = [proj.spawn("--workers", "2") for _ in range(2)]
+    for loop in loops:
+        loop.communicate(timeout=60)
+        assert loop.returncode == 0
+    calls = [json.loads(line) for line in proj.log.read_text().splitlines()]
+    for n in range(6):
+        tid = f"pt-{n}"
+        attempts = [(a["attemptNumber"], a["status"]) for a in proj.state(tid)["attempts"]]
+        assert attempts == ([(1, "blocked"), (2, "closed")] if n % 2 else [(1, "closed")]), tid
+        names = [e["event"] for e in proj.events(tid) if e["event"].startswith("Attempt")]
+        assert names == ["AttemptStarted", "AttemptFinished"] * len(attempts), (tid, names)
+        implement = [c for c in calls if c["ticket"] == tid and c["phase"] == "implement"]
+        assert len(implement) == 1, (tid, implement)  # the retry skips implement
+
+
+# --- worker flags ------------------------------------------------------------------------------
+
+
+def test_run_json_and_hidden_ralph_flag(proj: Project) -> None:
+    proj.ticket("pt-1", plan=FIXABLE)
+    args = ("--root", str(proj.root), "run", "pt-1", "--once", "--json")
+    first = run_cli(*args, "--ralph", env=proj.env())
+    assert first.returncode == 3
+    assert json.loads(first.stdout) == {
+        "ticket": "pt-1",
+        "status": "blocked",
+        "attempt": 1,
+        "attemptsRun": 1,
+        "retryCount": 1,
+        "maxRetries": 3,
+        "reason": json.loads(first.stdout)["reason"],
+    }
+    second = run_cli(*args, "--ralph", env=proj.env())
+    assert json.loads(second.stdout)["status"] == "closed"
+    assert [a["trigger"] for a in proj.state("pt-1")["attempts"]] == ["initial", "ralph_retry"]
+    assert "--ralph" not in run_cli("run", "--help").stdout
+
+
+# --- progress.md -------------------------------------------------------------------------------
+
+
+def _result(outcome: str, **kw: Any) -> RunResult:
+    base = {"ticket": "pt-1", "title": "Title", "outcome": outcome, "reason": "why",
+            "exit_code": 0, "attempt": 2, "retry_count": 1, "counts": None}  # fmt: skip
+    return RunResult(**{**base, **kw})
+
+
+def test_progress_entries_follow_pi_ticketflow(tmp_path: Path) -> None:
+    path = tmp_path / ".tf" / "ralph" / "progress.md"
+    progress = ProgressFile(path, Redactor(["s3cr3t-value"]))
+    progress.begin()
+    blocked = _result(
+        "blocked", counts={"Critical": 0, "Major": 2, "Minor": 1}, reason="s3cr3t-value"
+    )
+    progress.record(blocked, "attempt 3 on a later pass (trigger ralph_retry)")
+    progress.record(_result("closed", retry_count=0, attempt=3, reason=""), "")
+    progress.current([], "COMPLETE")
+    text = path.read_text()
+    assert text.startswith("# Ralph Loop Progress\n\n## Current State\n\n- Status: COMPLETE\n")
+    assert "- Tickets completed: 1\n- Tickets failed: 1\n- Total iterations: 2\n" in text
+    history = text.split(PROGRESS_MARKER + "\n", 1)[1]
+    assert re.fullmatch(
+        r"- pt-1: COMPLETE \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n"
+        r"  - Summary: Title\n  - Retry: Attempt 3, Count 0\n  - Status: CLOSED\n"
+        r"- pt-1: BLOCKED \(\S+\)\n  - Summary: Title\n"
+        r"  - Issues: Critical\(0\)/Major\(2\)/Minor\(1\)\n  - Retry: Attempt 2, Count 1\n"
+        r"  - Status: BLOCKED\n  - Reason: \S+\n"
+        r"  - Next: attempt 3 on a later pass \(trigger ralph_retry\)\n",
+        history,
+    ), history
+    assert "s3cr3t-value" not in text
+
+
+def test_progress_keeps_an_existing_pi_ticketflow_file(tmp_path: Path) -> None:
+    path = tmp_path / "progress.md"
+    old = (
+        "# Ralph Loop Progress\n\n## Current State\n\n- Status: COMPLETE\n"
+        "- Current ticket: (none)\n"
+        "- Started: 2026-02-05T14:09:43Z\n- Last updated: 2026-02-05T14:25:35Z\n\n"
+        "## Statistics\n\n- Tickets completed: 5\n- Tickets failed: 0\n- Total iterations: 5\n\n"
+        f"## History\n\n{PROGRESS_MARKER}\n- ptw-6dza: COMPLETE (2026-02-05T14:25:35Z)\n"
+        "  - Summary: Old entry\n  - Status: COMPLETE\n"
+    )
+    path.write_text(old)
+    ProgressFile(path).record(_result("error", reason="implement failed"), "")
+    text = path.read_text()
+    assert "- Tickets completed: 5\n- Tickets failed: 1\n- Total iterations: 6\n" in text
+    assert text.endswith("  - Summary: Old entry\n  - Status: COMPLETE\n")
+    assert f"{PROGRESS_MARKER}\n- pt-1: FAILED (" in text
+    assert "  - Error: implement failed\n" in text
+
+
+def test_entry_lines_for_exhausted_ticket() -> None:
+    lines = entry_lines(_result("exhausted", retry_count=3), "2026-02-10T12:00:00Z", "x")
+    assert lines[0] == "- pt-1: BLOCKED (2026-02-10T12:00:00Z)"
+    assert "  - Status: BLOCKED (max retries exceeded)" in lines
+
+
+def test_live_view_on_a_terminal(proj: Project) -> None:
+    """On a terminal the loop draws a live table (rich) on stderr; it must not get in the way
+    of the run or of the summary on stdout."""
+    import pty
+    import threading
+
+    for tid in ("pt-1", "pt-2"):
+        proj.ticket(tid, plan=FIXABLE, tags=(f"component:{tid}",))
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:  # a full pty would block the loop's writes
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "tf_fsm", "--root", str(proj.root), "ralph", "--workers", "2"],
+        env={**os.environ, **proj.env(), "COLUMNS": "120"},
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    assert done.returncode == 0
+    screen = seen.decode("utf-8", "replace")
+    assert "pt-1: started attempt 2 (ralph_retry)" in screen
+    assert "running" in screen and "\x1b[" in screen  # the live table, redrawn in place
+    assert "no ticket left to run after 4 runs: 2 closed" in done.stdout

@@ -1,0 +1,210 @@
+"""What one attempt runs with (seed 002's chain context), and what its prompts are told.
+
+`chain-context.json` is written before the first phase of every attempt and read back on
+resume, so a resumed attempt keeps its models, plan and prior-failure summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.detection import extract_findings
+from tf_fsm.escalation import Resolution, RoleResolution
+from tf_fsm.machine import AttemptFacts
+from tf_fsm.prompts import fence_untrusted
+from tf_fsm.state import SEVERITIES, RetryState
+
+#: what each phase's agents should read
+INPUTS: dict[str, tuple[str, ...]] = {
+    "research": (),
+    "implement": ("research.md",),
+    "review": ("implementation.md",),
+    "fix": ("review.md", "implementation.md"),
+    "verify": ("review.md", "fixes.md"),
+    "close": ("post-fix-verification.md", "review.md", "fixes.md"),
+}
+#: seed 003: only these phases are handed the prior attempt's failure
+PRIOR_FAILURE_PHASES = frozenset({"implement", "fix"})
+
+
+@dataclass
+class AttemptContext:
+    number: int
+    trigger: str
+    resolution: Resolution
+    plan: dict[str, tuple[bool, str]]
+    facts: AttemptFacts
+    prior_failure: dict[str, Any] | None = None
+    resumed_from: str | None = None  # the attempt status a resume picked up from
+    finished: bool = False  # resumed after its last phase completed: only the ending runs
+
+
+def to_json(
+    attempt: AttemptContext, ticket_id: str, flags: Mapping[str, Any], artifact_dir: Path
+) -> dict[str, Any]:
+    res = attempt.resolution
+    return {
+        "ticketId": ticket_id,
+        "attempt": attempt.number,
+        "trigger": attempt.trigger,
+        "tier": res.tier,
+        "models": {
+            role: {
+                "model": r.model,
+                "thinking": r.thinking,
+                "baseModel": r.base_model,
+                "escalated": r.escalated,
+                "source": r.source,
+                "reason": r.reason,
+            }
+            for role, r in res.roles.items()
+        },
+        "escalatedRoles": res.escalated_roles,
+        "phases": {p: {"runs": runs, "reason": why} for p, (runs, why) in attempt.plan.items()},
+        "flags": dict(flags),
+        "priorFailure": attempt.prior_failure,
+        "artifactDir": str(artifact_dir),
+    }
+
+
+def restore(saved: Mapping[str, Any], fresh: AttemptContext) -> AttemptContext:
+    """`fresh` (recomputed from settings) overlaid with what the attempt really started with."""
+    if saved.get("attempt") != fresh.number:
+        return fresh
+    roles = dict(fresh.resolution.roles)
+    for role, info in saved.get("models", {}).items():
+        if role in roles and isinstance(info, dict) and "model" in info:
+            roles[role] = replace(
+                roles[role],
+                model=str(info["model"]),
+                thinking=info.get("thinking"),
+                base_model=str(info.get("baseModel", roles[role].base_model)),
+                escalated=bool(info.get("escalated")),
+                reason=str(info.get("reason", roles[role].reason)),
+                source=str(info.get("source", roles[role].source)),
+            )
+    plan = {
+        p: (bool(v["runs"]), str(v["reason"])) for p, v in saved.get("phases", {}).items()
+    } or fresh.plan
+    resolution = Resolution(fresh.resolution.attempt, fresh.resolution.tier, roles)
+    facts = replace(fresh.facts, runs=frozenset(p for p, (runs, _) in plan.items() if runs))
+    prior = saved.get("priorFailure")
+    return replace(
+        fresh,
+        resolution=resolution,
+        plan=plan,
+        facts=facts,
+        prior_failure=prior if isinstance(prior, dict) else None,
+    )
+
+
+def prior_failure(
+    state: RetryState,
+    read: Callable[[str], str | None],
+    fail_on: list[str],
+    redact: Callable[[str], str],
+) -> dict[str, Any] | None:
+    """Seed 003's prior-failure summary of the most recent attempt, if it was blocked: which
+    gate failed, the post-fix counts and the remaining findings, fenced and capped."""
+    last = state.current
+    if last is None or last.status != "blocked":
+        return None
+    counts = last.qualityGate.counts if last.qualityGate else {}
+    reason = last.reason or "blocked by the quality gate"
+    try:
+        verification = json.loads(read("post-fix-verification.json") or "{}")
+    except json.JSONDecodeError:
+        verification = {}
+    remaining = read("post-fix-review.md") if verification.get("mode") == "rereview" else None
+    findings = extract_findings(remaining or read("review.md") or "")
+    gates = [
+        g for g in verification.get("gates", []) if isinstance(g, dict) and not g.get("passed")
+    ]
+    blocking = next((g for g in gates if g.get("blocking")), None)
+    lines = [
+        f"Attempt {last.attemptNumber} was blocked: {reason}",
+        "Post-fix counts: " + ", ".join(f"{s} {counts.get(s, 0)}" for s in SEVERITIES),
+        f"Blocking severities (failOn): {', '.join(fail_on) or 'none'}",
+    ]
+    for gate in gates:
+        lines += [
+            f"Quality gate {gate.get('name')} failed: {gate.get('summary')}",
+            str(gate.get("outputTail", "")),
+        ]
+    lines.append("Remaining findings:")
+    ordered = [s for s in SEVERITIES if s in fail_on] + [s for s in SEVERITIES if s not in fail_on]
+    lines += [f"- [{s}] {text}" for s in ordered for text in findings.get(s, [])] or [
+        "- (none listed)"
+    ]
+    return {
+        "attempt": last.attemptNumber,
+        "kind": f"gate:{blocking['name']}" if blocking else "quality_gate",
+        "reason": reason,
+        "counts": {s: counts.get(s, 0) for s in SEVERITIES},
+        "fenced": fence_untrusted("\n".join(lines), redact),
+    }
+
+
+def ticket_view(ticket: Any) -> dict[str, str]:
+    """id, title and the description: the body without its `# title` line."""
+    lines = ticket.body.split("\n")
+    body = [
+        ln
+        for i, ln in enumerate(lines)
+        if not (
+            ln.startswith("# ")
+            and ln[2:].strip() == ticket.title
+            and all(not x.startswith("# ") for x in lines[:i])
+        )
+    ]
+    return {"id": ticket.id, "title": ticket.title, "body": "\n".join(body).strip()}
+
+
+def prompt_context(
+    attempt: AttemptContext,
+    phase: str,
+    role: RoleResolution,
+    *,
+    ticket: Mapping[str, str],
+    artifact_dir: Path,
+    output: Path,
+    chain_context: Path,
+    flags: Mapping[str, Any],
+    fail_on: list[str],
+    gate_feedback: str | None = None,
+) -> dict[str, Any]:
+    """Every variable a phase template may use. Templates are rendered with StrictUndefined, so
+    a name missing here is an error before the first phase runs."""
+    res = attempt.resolution
+    return {
+        "ticket": dict(ticket),
+        "phase": phase,
+        "role": role.role,
+        "model": role.model,
+        "thinking": role.thinking,
+        "attempt": attempt.number,
+        "trigger": attempt.trigger,
+        "tier": res.tier,
+        "models": {
+            r: {
+                "model": x.model,
+                "thinking": x.thinking,
+                "escalated": x.escalated,
+                "source": x.source,
+            }
+            for r, x in res.roles.items()
+        },
+        "escalated": res.escalated_roles,
+        "flags": dict(flags),
+        "fail_on": list(fail_on),
+        "inputs": [str(artifact_dir / name) for name in INPUTS[phase]],
+        "output": str(output),
+        "artifact_dir": str(artifact_dir),
+        "chain_context": str(chain_context),
+        "prior_failure": attempt.prior_failure if phase in PRIOR_FAILURE_PHASES else None,
+        "gate_feedback": gate_feedback,
+    }

@@ -1,0 +1,171 @@
+"""Quality-gate commands (seed 004): run them, capture their output, and word the feedback.
+
+Seed 004's own executor split commands on spaces (pipes and quotes broke) and sent the agent an
+error string instead of the command's output. Here a string command runs under `bash -c`, a list
+runs as argv, and the feedback carries the tail of the real output, redacted and fenced.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tf_fsm._process import run_process, tail
+from tf_fsm.config import QualityGate
+from tf_fsm.prompts import fence_untrusted
+
+FEEDBACK_TAIL_LINES = 40
+FEEDBACK_TAIL_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    required: bool
+    passed: bool
+    exit_code: int | None  # None: killed at its timeout, or it could not start
+    duration: float
+    output: str  # stdout then stderr, whole (redact before writing it anywhere)
+    timed_out: bool = False
+    error: str | None = None  # why it did not run at all
+
+    @property
+    def summary(self) -> str:
+        if self.error:
+            return f"could not run: {self.error}"
+        if self.timed_out:
+            return f"timed out after {self.duration:.0f}s (process group killed)"
+        return "passed" if self.passed else f"exit code {self.exit_code}"
+
+    def output_tail(self) -> str:
+        return tail(self.output, FEEDBACK_TAIL_LINES, FEEDBACK_TAIL_CHARS)
+
+
+def argv_of(gate: QualityGate) -> list[str]:
+    return ["bash", "-c", gate.command] if isinstance(gate.command, str) else list(gate.command)
+
+
+def max_retries(gate: QualityGate, default: int) -> int:
+    """A gate's own maxRetries beats the global workflow.qualityGateMaxRetries."""
+    return gate.maxRetries if gate.maxRetries is not None else default
+
+
+def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
+    cwd = root / gate.cwd if gate.cwd else root
+    environ = {**os.environ, **(env or {})}
+    try:
+        result = run_process(argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds)
+    except OSError as exc:  # missing program, bad cwd: a failed gate, not a crash
+        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=str(exc))
+    output = result.stdout + (("\n" + result.stderr) if result.stderr else "")
+    return GateResult(
+        gate.name,
+        gate.required,
+        passed=result.exit_code == 0,
+        exit_code=result.exit_code,
+        duration=result.duration,
+        output=output,
+        timed_out=result.timed_out,
+    )
+
+
+def feedback_message(
+    failed: Sequence[GateResult],
+    tries: Mapping[str, tuple[int, int]],
+    redact: Callable[[str], str],
+) -> str:
+    """Seed 004's message: which gates failed, each with its error, then the instruction.
+    `tries` maps a gate to (this retry, its maximum); the header shows the tightest one."""
+    now, limit = min((tries[r.name] for r in failed), key=lambda t: t[1] - t[0])
+    lines = [
+        f"⚠️ Quality Gate Failures (attempt {now}/{limit})",
+        "",
+        "The following quality gates failed:",
+    ]
+    for result in failed:
+        used, most = tries[result.name]
+        lines += [
+            "",
+            f"❌ {result.name} (retry {used}/{most})",
+            f"Error: {result.summary}; the end of its output:",
+            fence_untrusted(result.output_tail(), redact, label=f"gate_output {result.name}"),
+        ]
+    lines += [
+        "",
+        "Please fix these issues and finish only when they are resolved.",
+        "Note: do NOT finish (do not write your output file) until all issues are resolved.",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The last round of gate results, and the required gate that blocks (if one does)."""
+
+    results: tuple[GateResult, ...]
+    blocking: GateResult | None
+    retries: dict[str, int]  # feedback rounds spent per gate
+    failure: str | None = None  # the fixer itself failed during a feedback round
+
+    @property
+    def warnings(self) -> list[GateResult]:
+        return [r for r in self.results if not r.required and not r.passed]
+
+
+def run_gates(
+    gates: Sequence[QualityGate],
+    root: Path,
+    *,
+    default_max: int,
+    feedback: bool,
+    redact: Callable[[str], str],
+    env: Mapping[str, str] | None = None,
+    on_result: Callable[[GateResult, int], None],
+    send_back: Callable[[str, int, list[GateResult]], str | None],
+) -> GateOutcome:
+    """Run every gate in declared order; while a required gate fails and has retries left,
+    send the fixer back with the feedback and run them all again (the inner loop, same
+    models). A required gate out of retries blocks; optional gates never do."""
+    used = {g.name: 0 for g in gates}
+    by_name = {g.name: g for g in gates}
+    round_ = 1
+    while True:
+        results = []
+        for gate in gates:
+            result = run_gate(gate, root, env)
+            on_result(result, round_)
+            results.append(result)
+        failed = [r for r in results if r.required and not r.passed]
+        if not failed:
+            return GateOutcome(tuple(results), None, used)
+        spent = [r for r in failed if used[r.name] >= max_retries(by_name[r.name], default_max)]
+        if spent or not feedback:
+            return GateOutcome(tuple(results), (spent or failed)[0], used)
+        for r in failed:
+            used[r.name] += 1
+        tries = {r.name: (used[r.name], max_retries(by_name[r.name], default_max)) for r in failed}
+        failure = send_back(feedback_message(failed, tries, redact), round_, failed)
+        if failure is not None:
+            return GateOutcome(tuple(results), None, used, failure)
+        round_ += 1
+
+
+def gate_rows(outcome: GateOutcome, redact: Callable[[str], str]) -> list[dict[str, object]]:
+    """The gates as post-fix-verification.json and close-summary.md report them."""
+    rows: list[dict[str, object]] = []
+    for r in outcome.results:
+        rows.append(
+            {
+                "name": r.name,
+                "required": r.required,
+                "passed": r.passed,
+                "exitCode": r.exit_code,
+                "summary": r.summary,
+                "retries": outcome.retries.get(r.name, 0),
+                "blocking": outcome.blocking is not None and outcome.blocking.name == r.name,
+                "outputTail": "" if r.passed else redact(r.output_tail()),
+            }
+        )
+    return rows

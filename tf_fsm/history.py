@@ -1,0 +1,110 @@
+"""A ticket's path through the lifecycle, replayed from its journal (`events.jsonl`).
+
+`replay` is pure: journal events in, the table edges they took out. The diagrams draw it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tf_fsm import journal as ev
+from tf_fsm import machine as fsm
+from tf_fsm.errors import TicketError
+
+if TYPE_CHECKING:
+    from tf_fsm.store import TicketStore
+
+Key = tuple[str, str, str]  # (source, trigger, dest): one edge of the table
+
+
+@dataclass
+class History:
+    ticket_id: str
+    current: str = fsm.INITIAL
+    taken: dict[Key, list[str]] = field(default_factory=dict)  # each taken edge's notes
+    visited: list[str] = field(default_factory=list)  # passed through, the current one aside
+    unmapped: list[str] = field(default_factory=list)  # journal steps the table has no edge for
+
+
+def _after(phase: str) -> str:
+    i = fsm.PHASES.index(phase) + 1 if phase in fsm.PHASES else len(fsm.PHASES)
+    return fsm.phase_state(fsm.PHASES[i]) if i < len(fsm.PHASES) else "?"
+
+
+def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
+    """Map journal events onto edges of the table; `current` comes from retry-state.json."""
+    edges = {(e.source, e.trigger, e.dest) for e in fsm.TRANSITIONS}
+    history = History(ticket_id, current)
+    state, last = fsm.INITIAL, fsm.phase_state(fsm.PHASES[-1])
+    ran: dict[str, list[str]] = {}  # phase -> "aN role model" lines of this attempt
+    gates: dict[str, str] = {}  # gate name -> its last verdict this attempt
+
+    def take(source: str, trigger: str, dest: str, notes: list[str]) -> None:
+        nonlocal state
+        if (source, trigger, dest) in edges:
+            history.taken.setdefault((source, trigger, dest), []).extend(notes)
+        else:
+            history.unmapped.append(f"{notes[0].split()[0]}: {source} --{trigger}--> {dest}")
+        history.visited.extend(s for s in (source, dest) if s not in history.visited)
+        state = dest
+
+    for event in events:
+        a = f"a{event.attempt}"
+        match event:
+            case ev.RetryStateReset():
+                state = fsm.INITIAL
+            case ev.AttemptStarted(trigger=why, escalation=esc):
+                ran, gates = {}, {}
+                up = ", ".join(sorted(role for role, model in esc.items() if model))
+                trigger = "retry" if state == fsm.BLOCKED else "start"
+                first = fsm.phase_state(fsm.PHASES[0])
+                take(
+                    state,
+                    trigger,
+                    first,
+                    [f"{a} trigger {why}" + (f", escalated {up}" if up else "")],
+                )
+            case ev.InvocationFinished(phase=phase, role=role, model=model):
+                ran.setdefault(phase, []).append(f"{a} {role} {model}")
+            case ev.PhaseSkipped(phase=phase):
+                take(fsm.phase_state(phase), "skip", _after(phase), [a])
+            case ev.PhaseCompleted(phase=phase) if fsm.phase_state(phase) != last:
+                take(fsm.phase_state(phase), "complete", _after(phase), ran.pop(phase, [a]))
+            case ev.PhaseFailed(phase=phase, role=role):
+                take(fsm.phase_state(phase), "fail", fsm.ERROR, [f"{a} {phase} {role} failed"])
+            case ev.GateEvaluated(name=name, passed=passed, counts=counts, exitCode=code):
+                if counts is not None:
+                    found = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+                    gates[name] = f"{a} gate {found or 'no findings'}"
+                else:
+                    verdict = "passed" if passed else f"failed (exit {code})"
+                    gates[name] = f"{a} gate {name} {verdict}"
+            case ev.TicketClosed() | ev.TicketBlocked():
+                dest = fsm.CLOSED if isinstance(event, ev.TicketClosed) else fsm.BLOCKED
+                notes = ran.pop(fsm.PHASES[-1], [a]) + list(gates.values())
+                take(last, "complete", dest, notes)
+            case ev.AttemptResumed(phase=phase):
+                ran = {}
+                take(state, "resume", fsm.phase_state(phase), [a])
+    if current in history.visited:
+        history.visited.remove(current)  # styled as the current state instead
+    return history
+
+
+def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
+    """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
+    from tf_fsm.config import load_settings
+    from tf_fsm.orchestrator import knowledge_dir
+    from tf_fsm.store import TicketStore
+
+    store = TicketStore(knowledge_dir(root, load_settings(root)), ticket_id)
+    if not store.journal_path.is_file():
+        # Checked before anything is written: a ticket never run gets no directory from us.
+        raise TicketError(store.journal_path, f"no journal: {ticket_id} has not been run yet")
+    state = store.load_retry_state()
+    cur = state.current if state else None
+    current = fsm.state_of_attempt(cur.status if cur else None, cur.phase if cur else None)
+    return replay(ticket_id, store.read_events().events, current), store

@@ -1,0 +1,195 @@
+"""`tf-fsm run --plan` and `tf-fsm prompts`: what a run would do, computed without running,
+locking or writing anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.context import AttemptContext, prior_failure
+from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.machine import PHASES, AttemptFacts
+from tf_fsm.orchestrator import RunOptions, TicketRun
+from tf_fsm.phases import PhaseRunner, phase_plan
+from tf_fsm.prompts import PromptLibrary, template_for
+
+
+def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
+    """(action, the attempt it would run, why). Mirrors TicketRun._drive, read-only."""
+    state = run.store.load_retry_state()
+    cur = state.current if state else None
+    if (
+        state is not None
+        and cur is not None
+        and cur.status == "closed"
+        and run.ticket.status == "closed"
+    ):
+        return "already_closed", None, "the ticket is already closed"
+    if state is not None and cur is not None and state.has_open_attempt:
+        attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger)
+        phase = cur.phase or PHASES[0]
+        attempt.facts.resume_phase = phase
+        return (
+            "resume",
+            attempt,
+            f"attempt {cur.attemptNumber} is {cur.status}: it resumes at {phase}",
+        )
+    if state is not None and not should_retry(state, run.settings):
+        return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
+    first = cur is None or cur.status == "closed"
+    trigger = "initial" if first else run.options.retry_trigger
+    number = state.next_attempt_number if state else 1
+    resolution = resolve(number, run.settings, frontmatter=run.prompts.frontmatter())
+    plan = phase_plan(number, run.settings, run.options.research, resolution)
+    facts = AttemptFacts(
+        run.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
+    )
+    prior = (
+        prior_failure(
+            state, run.store.read_artifact, list(run.settings.workflow.failOn), run.store.redactor
+        )
+        if state
+        else None
+    )
+    why = "first attempt" if first else f"retry after a blocked attempt ({trigger})"
+    return "new_attempt", AttemptContext(number, trigger, resolution, plan, facts, prior), why
+
+
+def plan(run: TicketRun) -> dict[str, Any]:
+    action, attempt, why = next_step(run)
+    out: dict[str, Any] = {"ticket": run.ticket_id, "action": action, "why": why}
+    if attempt is None:
+        return out
+    runner = PhaseRunner(run, attempt)
+    planned = {(p, r): a for p, r, a in runner.invocations()}
+    phases = []
+    start = PHASES.index(attempt.facts.resume_phase) if attempt.facts.resume_phase else 0
+    for phase in PHASES[start:]:
+        runs, reason = attempt.plan[phase]
+        if phase == "fix" and runs:
+            reason += " (decided after review)"
+        calls = []
+        for role in runner._roles(phase) if runs else []:
+            chosen = attempt.resolution.roles[role]
+            name = template_for(phase, role)
+            template = run.prompts.find(name)
+            output = run.store.dir / planned[(phase, role)]
+            prompt = run.prompts.render(name, runner._context(phase, role, output))
+            calls.append(
+                {
+                    "role": role,
+                    "model": chosen.model,
+                    "thinking": chosen.thinking,
+                    "source": chosen.source,
+                    "escalated": chosen.escalated,
+                    "template": str(template.path),
+                    "templateOrigin": template.origin,
+                    "promptBytes": len(prompt.encode("utf-8")),
+                    "output": planned[(phase, role)],
+                }
+            )
+        phases.append({"phase": phase, "runs": runs, "reason": reason, "invocations": calls})
+    out.update(
+        attempt=attempt.number,
+        trigger=attempt.trigger,
+        tier=attempt.resolution.tier,
+        escalatedRoles=attempt.resolution.escalated_roles,
+        priorFailure=attempt.prior_failure is not None,
+        phases=phases,
+    )
+    return out
+
+
+def template_table(root: Path | None) -> list[dict[str, str]]:
+    """Which template file each (phase, role) uses, and its frontmatter."""
+    from tf_fsm.config import REVIEWER_ROLES
+    from tf_fsm.phases import SINGLE_ROLE
+
+    library = PromptLibrary(root)
+    rows = []
+    for phase in PHASES:
+        roles = list(REVIEWER_ROLES) if phase in ("review", "verify") else [SINGLE_ROLE[phase][0]]
+        for role in roles:
+            template = library.find(template_for(phase, role))
+            rows.append(
+                {
+                    "phase": phase,
+                    "role": role,
+                    "template": template.name,
+                    "origin": template.origin,
+                    "path": str(template.path),
+                    "model": template.meta.get("model", ""),
+                    "thinking": template.meta.get("thinking", ""),
+                }
+            )
+    return rows
+
+
+EXAMPLE_TICKET = {
+    "id": "EXAMPLE-1",
+    "title": "An example ticket",
+    "body": "The description of the ticket, as written in .tickets/<id>.md.",
+}
+
+
+def render_example(
+    root: Path | None, phase: str, role: str | None, attempt: int, ticket_id: str | None
+) -> str:
+    """One phase prompt: with a real ticket's context (`--ticket`) or an example one."""
+    from tf_fsm.config import LoadedSettings, load_settings, settings_from_dict
+    from tf_fsm.context import prompt_context
+    from tf_fsm.phases import SINGLE_ROLE
+    from tf_fsm.state import SEVERITIES
+
+    role = role or ("reviewer-general" if phase in ("review", "verify") else SINGLE_ROLE[phase][0])
+    settings: LoadedSettings = load_settings(root) if root is not None else settings_from_dict({})
+    if ticket_id is not None:
+        if root is None:
+            raise ValueError("--ticket needs a project")
+        from tf_fsm.executors import make_executor
+        from tf_fsm.orchestrator import QuietObserver
+
+        run = TicketRun(
+            root, ticket_id, RunOptions(), settings, make_executor(settings, root), QuietObserver()
+        )
+        _, context_, _ = next_step(run)
+        if context_ is not None:
+            runner = PhaseRunner(run, context_)
+            artifacts = {(p, r): a for p, r, a in runner.invocations()}
+            output = run.store.dir / artifacts.get((phase, role), f"{phase}.md")
+            return run.prompts.render(
+                template_for(phase, role), runner._context(phase, role, output)
+            )
+    library = PromptLibrary(root)
+    resolution = resolve(attempt, settings, frontmatter=library.frontmatter())
+    plan_ = phase_plan(attempt, settings, None, resolution)
+    facts = AttemptFacts("EXAMPLE-1", attempt=attempt)
+    prior = None
+    if attempt > 1:
+        from tf_fsm.prompts import fence_untrusted
+
+        prior = {
+            "attempt": attempt - 1,
+            "kind": "quality_gate",
+            "reason": "post-fix counts Major: 1 (failOn: Critical, Major)",
+            "counts": dict.fromkeys(SEVERITIES, 0) | {"Major": 1},
+            "fenced": fence_untrusted("- [Major] `src/example.py:1` - an example finding", str),
+        }
+    example = AttemptContext(
+        attempt, "initial" if attempt == 1 else "quality_gate", resolution, plan_, facts, prior
+    )
+    where = Path("<artifact dir>")
+    return library.render(
+        template_for(phase, role),
+        prompt_context(
+            example,
+            phase,
+            resolution.roles[role],
+            ticket=EXAMPLE_TICKET,
+            artifact_dir=where,
+            output=where / f"{phase}.md",
+            chain_context=where / "chain-context.json",
+            flags=RunOptions().flags(),
+            fail_on=list(settings.workflow.failOn),
+        ),
+    )

@@ -1,0 +1,374 @@
+"""Ralph: the backlog loop. Picks the next ready tk ticket, runs its lifecycle in a worker
+process (`python -m tf_fsm run ID --once`), and goes on until nothing is ready, the iteration
+budget is spent, or Ctrl-C.
+
+Every ticket runs in its own process so the per-ticket OS lock (store.lock) is the one guard
+against a double run, whoever else is running tickets. The loop itself holds no state that a
+crash could lose: what a ticket has done is in its retry-state.json, so a restarted loop
+carries on where the killed one stopped (an attempt left in_progress is resumed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tf_fsm import selection, tickets
+from tf_fsm.config import LoadedSettings
+from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
+from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.orchestrator import knowledge_dir
+from tf_fsm.ralph_progress import RunResult
+from tf_fsm.ralph_view import Reporter
+from tf_fsm.ralph_worker import lock_holder, open_attempt, read_state_json
+from tf_fsm.store import TicketStore
+
+WORKER_LOCKED = 75
+WORKER_INTERRUPTED = 130
+RALPH_DIR = Path(".tf/ralph")
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    workers: int
+    max_iterations: int
+    resume_errors: bool = False
+    assignee: str | None = None
+    tag: str | None = None
+    poll_seconds: float = 0.1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the next run of a ticket will do (also what --dry-run prints)."""
+
+    ticket: str
+    title: str
+    attempt: int
+    trigger: str  # initial | ralph_retry | resume
+    escalated: dict[str, str]  # role -> model, for the roles escalated on that attempt
+    components: frozenset[str]
+    from_error: bool = False  # resumes an attempt that ended in error
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+@dataclass
+class _Worker:
+    plan: Plan
+    proc: subprocess.Popen[bytes]
+    started: float
+    phase: str | None = None
+    signalled: int = 0  # how many of the loop's interrupts it has been passed
+
+
+@dataclass
+class LoopResult:
+    reason: str  # drained | max_iterations | interrupted
+    iterations: int
+    results: list[RunResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+class Loop:
+    def __init__(
+        self,
+        root: Path,
+        settings: LoadedSettings,
+        options: LoopOptions,
+        reporter: Reporter,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root, self.settings, self.options, self.reporter = root, settings, options, reporter
+        self.knowledge = knowledge_dir(root, settings)
+        self.ralph = settings.settings.ralph
+        self.now = now
+        self.running: dict[str, _Worker] = {}
+        self.runs: dict[str, int] = {}  # runs of each ticket in this loop, to requeue retries
+        self.resumed: set[str] = set()  # error attempts resumed in this loop (once each)
+        self.failed: dict[str, str] = {}  # worker failed outright (bad input, crash)
+        self.result = LoopResult("drained", 0)
+        self.stopping = 0  # SIGINTs received
+        self._said: dict[str, str] = {}
+
+    # -- choosing ---------------------------------------------------------------------------
+
+    def candidates(self, backlog: tickets.Backlog) -> list[tickets.TkRecord]:
+        """Tickets to consider, best first: tk ready's order, except that a ticket already run
+        in this loop goes behind the ones not yet run (a blocked ticket is retried later, not
+        at once). A run killed mid-close needs no special case: tf_fsm closes the tk ticket
+        only after retry-state.json records the close, and repairs the tk file on the next
+        run of the ticket."""
+        lines = selection.ready(backlog, self.options.assignee, self.options.tag)
+        order = {line.record.id: i for i, line in enumerate(lines)}
+        ready = sorted(
+            (ln.record for ln in lines), key=lambda r: (self.runs.get(r.id, 0), order[r.id])
+        )
+        return [r for r in ready if r.id not in self.running]
+
+    def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
+        """Run it, or why not. Reads only this ticket's files."""
+        if rec.id in self.failed:
+            return Skip(self.failed[rec.id])
+        if rec.path.stem != rec.id:
+            return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
+        try:
+            store = TicketStore(self.knowledge, rec.id)
+        except InvalidTicketIdError as exc:
+            return Skip(str(exc))
+        try:
+            state = store.load_retry_state() if store.retry_state_path.exists() else None
+        except CorruptStateError as exc:
+            return Skip(f"corrupt {store.retry_state_path.name}: {exc.problem}")
+        cur = state.current if state else None
+        has_open = state is not None and state.has_open_attempt
+        if not has_open and not should_retry(state, self.settings):
+            return Skip(f"max retries ({self.settings.max_retries}) exceeded")
+        if cur is not None and cur.status == "error":
+            if not self.options.resume_errors:
+                return Skip(
+                    f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
+                    "--resume-errors resumes it"
+                )
+            if rec.id in self.resumed:
+                return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
+        holder = lock_holder(store)
+        if holder:
+            who = f"pid {holder}" if holder > 0 else "pid unknown"
+            return Skip(f"locked by another process ({who})")
+        try:
+            tickets.read(self.root, rec.id)  # the parse `run` will do; a bad file is skipped
+        except TicketError as exc:
+            return Skip(f"malformed ticket file: {exc}")
+        if has_open and cur is not None:
+            number, trigger = cur.attemptNumber, "resume"
+        else:
+            number = state.next_attempt_number if state else 1
+            first = cur is None or cur.status == "closed"
+            trigger = "initial" if first else "ralph_retry"
+        resolution = resolve(number, self.settings)
+        escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
+        comps = selection.components(rec, self.ralph.componentTagPrefix)
+        from_error = cur is not None and cur.status == "error"
+        return Plan(rec.id, rec.title, number, trigger, escalated, comps, from_error)
+
+    def skip(self, ticket: str, reason: str) -> None:
+        self.result.skipped[ticket] = reason
+        if self._said.get(ticket) != reason:  # once per ticket (and again if the reason changes)
+            self._said[ticket] = reason
+            self.reporter.skipped(ticket, reason)
+
+    def plan_all(self) -> tuple[list[Plan], dict[str, str]]:
+        """--dry-run: what would start now, in order, ignoring worker slots and components."""
+        backlog = self.scan()
+        plans: list[Plan] = []
+        skipped: dict[str, str] = {}
+        for rec in self.candidates(backlog):
+            decision = self.assess(rec)
+            if isinstance(decision, Skip):
+                skipped[rec.id] = decision.reason
+            else:
+                plans.append(decision)
+        return plans, skipped
+
+    def scan(self) -> tickets.Backlog:
+        backlog = tickets.scan(tickets.tickets_dir(self.root))
+        for problem in backlog.problems:
+            key = f"{problem.path}"
+            if self._said.get(key) != problem.problem:
+                self._said[key] = problem.problem
+                self.reporter.note(f"warning: {problem}")
+        return backlog
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> LoopResult:
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        self.reporter.begin(self.options.workers, self.options.max_iterations)
+        try:
+            while True:
+                if not self.stopping:
+                    self._fill()
+                if not self.running:
+                    break
+                self._wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.stopping:
+            self.result.reason = "interrupted"
+        elif self.result.iterations >= self.options.max_iterations:
+            self.result.reason = "max_iterations"
+        self.reporter.end(self.result)
+        return self.result
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only counted here; _wait passes it on (a handler that printed could interrupt a
+        # print in progress, and one that signalled could miss a worker being started).
+        self.stopping += 1
+
+    def _pass_on_interrupts(self) -> None:
+        if not self.stopping or all(w.signalled >= self.stopping for w in self.running.values()):
+            return
+        # The first Ctrl-C lets running tickets stop cleanly; the second does not wait.
+        sig = signal.SIGINT if self.stopping == 1 else signal.SIGKILL
+        for worker in self.running.values():
+            if worker.signalled < self.stopping:
+                worker.signalled = self.stopping
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.proc.pid, sig)
+        self.reporter.interrupted(len(self.running), self.stopping)
+
+    def _budget_left(self) -> bool:
+        return self.result.iterations < self.options.max_iterations
+
+    def _fill(self) -> None:
+        if len(self.running) >= self.options.workers or not self._budget_left():
+            return
+        allow = self.ralph.parallelAllowUntagged
+        for rec in self.candidates(self.scan()):
+            if len(self.running) >= self.options.workers or not self._budget_left():
+                return
+            if self.stopping:
+                return
+            decision = self.assess(rec)
+            if isinstance(decision, Skip):
+                self.skip(rec.id, decision.reason)
+                continue
+            self.result.skipped.pop(rec.id, None)
+            busy = [w.plan.components for w in self.running.values()]
+            if not selection.may_run_beside(decision.components, busy, allow):
+                if not decision.components and not allow:
+                    return  # an untagged ticket waits for the tree; nothing jumps ahead of it
+                continue
+            self._launch(decision)
+
+    def _launch(self, plan: Plan) -> None:
+        if plan.from_error:
+            self.resumed.add(plan.ticket)
+        logs = self.root / RALPH_DIR / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "tf_fsm", "--root", str(self.root), "run", plan.ticket]
+        argv += ["--once", "--auto", "--json", "--ralph"]
+        with (logs / f"{plan.ticket}.log").open("ab") as log:
+            log.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
+            log.flush()
+            proc = subprocess.Popen(
+                argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log
+            )
+        self.running[plan.ticket] = _Worker(plan, proc, self.now())
+        self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
+        self.result.iterations += 1
+        self.reporter.started(plan, proc.pid, list(self.running))
+
+    def _wait(self) -> None:
+        """Until at least one worker has finished; refresh the phases meanwhile."""
+        last_look = 0.0
+        while True:
+            self._pass_on_interrupts()
+            done = [t for t, w in self.running.items() if w.proc.poll() is not None]
+            for ticket in done:
+                self._finish(self.running.pop(ticket))
+            if done:
+                return
+            if self.now() - last_look >= 0.5:
+                last_look = self.now()
+                self._look_at_phases()
+            time.sleep(self.options.poll_seconds)
+
+    def _look_at_phases(self) -> None:
+        for ticket, worker in self.running.items():
+            last = open_attempt(
+                read_state_json(self.knowledge / "tickets" / ticket / "retry-state.json")
+            )
+            if last is None:
+                continue  # not started yet: the last attempt is still the previous one
+            phase = last.get("phase")
+            if isinstance(phase, str) and phase != worker.phase:
+                worker.phase = phase
+                self.reporter.phase(ticket, worker.plan.attempt, phase, self.now() - worker.started)
+
+    def _finish(self, worker: _Worker) -> None:
+        out, _ = worker.proc.communicate()
+        code = worker.proc.returncode
+        plan = worker.plan
+        data: dict[str, Any] = {}
+        for line in reversed(out.decode("utf-8", "replace").splitlines()):
+            try:
+                parsed = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict) and "status" in parsed:
+                data = parsed
+                break
+        if data:
+            outcome, reason = str(data["status"]), str(data.get("reason", ""))
+        elif code == WORKER_LOCKED:
+            outcome, reason = "locked", "locked by another process"
+        elif code in (WORKER_INTERRUPTED, -signal.SIGINT) or self.stopping:
+            outcome, reason = "interrupted", "interrupted; the attempt is resumable"
+        else:
+            outcome, reason = "failed", self._log_tail(plan.ticket, code)
+            self.failed[plan.ticket] = f"tf-fsm run failed: {reason}"
+        state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
+        result = RunResult.build(
+            plan.ticket, plan.title, outcome, reason, code, plan.attempt, state
+        )
+        result.seconds = self.now() - worker.started
+        result.trigger = plan.trigger
+        result.max_retries = self.settings.max_retries
+        if outcome == "locked":
+            self.skip(plan.ticket, reason)
+        self.result.results.append(result)
+        self.reporter.finished(result, list(self.running))
+
+    def _log_tail(self, ticket: str, code: int) -> str:
+        try:
+            lines = (self.root / RALPH_DIR / "logs" / f"{ticket}.log").read_text(
+                encoding="utf-8", errors="replace"
+            )
+        except OSError:
+            lines = ""
+        last = next((ln for ln in reversed(lines.splitlines()) if ln.strip()), "")
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"{how}: {last}" if last else how
+
+
+def run_ralph(
+    root: Path,
+    settings: LoadedSettings,
+    options: LoopOptions,
+    *,
+    dry_run: bool = False,
+    json_lines: bool = False,
+) -> int:
+    """`tf-fsm ralph`: 0 when the loop ended by itself, 130 when interrupted."""
+    from tf_fsm.executors import make_executor
+    from tf_fsm.ralph_progress import ProgressFile
+
+    progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md")
+    reporter = Reporter(progress, json_lines)
+    loop = Loop(root, settings, options, reporter)
+    if dry_run:
+        plans, skipped = loop.plan_all()
+        reporter.dry_run(plans, skipped)
+        return 0
+    # A missing agent program would fail every worker the same way: refuse once, up front.
+    make_executor(settings, root).check()
+    result = loop.run()
+    return WORKER_INTERRUPTED if result.reason == "interrupted" else 0
