@@ -411,12 +411,6 @@ def test_list_field_agrees_with_tk_awk(tmp_path: Path, raw: str) -> None:
     assert ticket.list_field("tags") == _tk_list(path, "tags") == _tk_split(raw)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Ticket.list_field (tf_fsm/tickets.py:36-37) only strips spaces around items; "
-    "tk removes every space (and bracket) before splitting, so `[needs review, api]` is "
-    "['needsreview', 'api'] for tk but ['needs review', 'api'] for tf_fsm",
-)
 def test_list_field_removes_inner_spaces_like_tk(tmp_path: Path) -> None:
     path = tmp_path / "t.md"
     path.write_text("---\nid: a-1\ntags: [needs review, api]\n---\n# T\n", encoding="utf-8")
@@ -425,12 +419,6 @@ def test_list_field_removes_inner_spaces_like_tk(tmp_path: Path) -> None:
     assert ticket.list_field("tags") == ["needsreview", "api"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: tickets.parse (tf_fsm/tickets.py:53) splits with str.splitlines(), which also "
-    "breaks lines at U+2028, U+0085, \\x0c etc.; tk's awk splits only at \\n, so a title "
-    "holding U+2028 reads fine in tk but raises TicketError (with a wrong line number) here",
-)
 def test_only_newline_separates_frontmatter_lines() -> None:
     text = "---\nid: a-1\nstatus: open\nexternal-ref: first\u2028second\n---\n# T\n"
     ticket = parse(text, Path("a-1.md"))

@@ -226,6 +226,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return _report(outcome)
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`run`, restricted to a ticket whose current attempt is in progress or in error."""
+    from tf_fsm.config import load_settings
+    from tf_fsm.orchestrator import knowledge_dir
+    from tf_fsm.status import next_step
+    from tf_fsm.store import TicketStore
+
+    root = _root(args)
+    (ticket_id,) = _ticket_ids([args.ticket])
+    settings = load_settings(root)
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    state = store.load_retry_state()
+    if state is None or not state.has_open_attempt:
+        raise UsageError(
+            f"{ticket_id}: nothing to resume (no attempt in progress or in error); "
+            f"next: {next_step(store, state, settings)}; use `tf-fsm run {ticket_id}`"
+        )
+    return cmd_run(args)
+
+
 def _outcome_json(outcome: Any) -> dict[str, Any]:
     return {
         "ticket": outcome.ticket_id,
@@ -341,7 +361,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     from rich.table import Table
 
-    table = Table("ticket", "state", "attempt", "retries", "escalated", "last failure")
+    table = Table("ticket", "state", "attempt", "retries", "escalated", "last failure", "next")
     for row in rows:
         table.add_row(
             row["ticket"],
@@ -350,6 +370,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{row['retryCount']}/{row['maxRetries']}",
             ", ".join(row["escalatedRoles"]) or "-",
             row["lastFailure"] or "-",
+            row["next"],
         )
     _console().print(table)
     return EXIT_OK
@@ -487,6 +508,13 @@ def cmd_ralph(args: argparse.Namespace) -> int:
         tag=args.tag,
     )
     return run_ralph(root, settings, options, dry_run=args.dry_run, json_lines=args.json)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from tf_fsm.watch import Watch  # imports watchdog: only for this command
+
+    root = _root(args)
+    return Watch(root, _ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -630,6 +658,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ralph", action="store_true", help=argparse.SUPPRESS)  # loop's workers
     p.set_defaults(func=cmd_run, research=None)
 
+    p = add("resume", "continue a ticket's attempt that is in progress or in error")
+    p.add_argument("ticket")
+    p.add_argument(
+        "--plan",
+        "--dry-run",
+        dest="plan",
+        action="store_true",
+        help="say which phase would run next and why, without running anything",
+    )
+    p.add_argument("--json", action="store_true", help="the outcome (or plan) as JSON")
+    p.set_defaults(
+        func=cmd_resume,
+        research=None,
+        once=False,
+        retry_reset=False,
+        auto=False,
+        create_followups=False,
+        simplify_tickets=False,
+        final_review_loop=False,
+        ralph=False,
+    )
+
     p = add("prompts", "list the prompt templates each phase uses, or render one")
     p.add_argument("action", choices=["list", "show"])
     p.add_argument(
@@ -707,6 +757,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-a", "--assignee", help="only tickets with this assignee (as tk ready -a)")
     p.add_argument("-T", "--tag", help="only tickets with this tag (as tk ready -T)")
     p.set_defaults(func=cmd_ralph)
+
+    p = add("watch", "resume hand-off and errored tickets when their files arrive (docs/watch.md)")
+    p.epilog = """\
+without TICKET: every ticket waiting for a hand-off artifact or in error, and tickets that
+start waiting later; Ctrl-C (or SIGTERM) stops, leaving every ticket resumable
+
+exit codes:
+  0    --once: no watched ticket is waiting or in error any more
+  1    unexpected internal error (traceback with --verbose)
+  2    bad input: usage, ticket id, missing ticket, settings file, no project found
+  130  interrupted (Ctrl-C or SIGTERM)
+"""
+    p.add_argument("tickets", nargs="*", metavar="TICKET")
+    p.add_argument(
+        "--once", action="store_true", help="exit when no watched ticket waits or is in error"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per log line")
+    p.set_defaults(func=cmd_watch)
 
     p = add("demo", "run a sample ticket with the bundled offline agent in a throwaway project")
     p.add_argument("--dir", help="create the demo project here (default: a new temp dir)")

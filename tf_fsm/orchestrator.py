@@ -32,7 +32,7 @@ from tf_fsm.machine import (
 )
 from tf_fsm.phases import WAITING, PhaseRunner, phase_plan
 from tf_fsm.prompts import PromptLibrary
-from tf_fsm.resume import resume_point
+from tf_fsm.resume import ResumePoint, gate_decided, resume_point
 from tf_fsm.state import (
     RetryState,
     finish_attempt,
@@ -319,12 +319,8 @@ class TicketRun:
         if cur is None:
             raise ValueError("nothing to resume")
         events = self.store.read_events().events
-        point = resume_point(cur.attemptNumber, events, self.store.seen)
+        point = self.resume_target(cur.attemptNumber, events)
         phase = point.phase
-        if phase == "close" and "verification_passed" not in (
-            self.store.read_artifact("post-fix-verification.json") or ""
-        ):
-            phase = "verify"  # close needs this attempt's gate decision; decide it again
         attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger)
         attempt.facts.resume_phase = phase
         attempt.resumed_from = cur.status
@@ -344,6 +340,10 @@ class TicketRun:
             self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
         )
         return attempt, state
+
+    def resume_target(self, attempt: int, events: list[ev.Event]) -> ResumePoint:
+        """The first phase of `attempt` that is not complete, and why (read-only)."""
+        return resume_point(attempt, events, self.store.seen, gate_decided(self.store))
 
     def _attempt_from_context(self, number: int, trigger: str) -> AttemptContext:
         """The resumed attempt runs with the models and plan it started with."""

@@ -27,13 +27,12 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
         return "already_closed", None, "the ticket is already closed"
     if state is not None and cur is not None and state.has_open_attempt:
         attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger)
-        phase = cur.phase or PHASES[0]
-        attempt.facts.resume_phase = phase
-        return (
-            "resume",
-            attempt,
-            f"attempt {cur.attemptNumber} is {cur.status}: it resumes at {phase}",
-        )
+        point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
+        attempt.facts.resume_phase = point.phase
+        attempt.finished = point.finished and point.phase == "close"
+        where = f"resumes at {point.phase} ({point.reason})"
+        why = f"attempt {cur.attemptNumber} is {cur.status}: {where}"
+        return "resume", attempt, why
     if state is not None and not should_retry(state, run.settings):
         return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
     first = cur is None or cur.status == "closed"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tf_fsm import journal as ev
 from tf_fsm.machine import PHASES
@@ -44,7 +45,18 @@ class ResumePoint:
     finished: bool = False  # every phase completed: only the attempt's ending is missing
 
 
-def resume_point(attempt: int, events: Sequence[ev.Event], look: Look) -> ResumePoint:
+def resume_point(
+    attempt: int, events: Sequence[ev.Event], look: Look, gate_decided: bool = True
+) -> ResumePoint:
+    """`gate_decided`: post-fix-verification.json holds this attempt's verdict. Close cannot run
+    without it, so a resume that would start at close goes back to verify instead."""
+    point = _first_incomplete(attempt, events, look)
+    if point.phase == "close" and not gate_decided:
+        return ResumePoint("verify", f"{point.reason}; the gate decision is missing")
+    return point
+
+
+def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> ResumePoint:
     mine = [e for e in events if e.attempt == attempt]
     if not any(isinstance(e, ev.AttemptStarted) for e in mine):
         if events:  # tf_fsm's own journal, but this attempt died before its first event
@@ -89,3 +101,8 @@ def _by_timestamps(look: Look) -> ResumePoint:
             )
         newest = seen.mtime_ns
     return ResumePoint(PHASES[-1], "no journal: every artifact is present; close runs again")
+
+
+def gate_decided(store: Any) -> bool:
+    """Does post-fix-verification.json hold a verdict? (`store`: a TicketStore.)"""
+    return "verification_passed" in (store.read_artifact("post-fix-verification.json") or "")

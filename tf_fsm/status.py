@@ -7,8 +7,10 @@ from typing import Any
 
 from tf_fsm.config import LoadedSettings
 from tf_fsm.detection import evaluate
-from tf_fsm.escalation import retries_left, should_skip
+from tf_fsm.escalation import retries_left, should_retry, should_skip
 from tf_fsm.machine import state_of_attempt
+from tf_fsm.resume import gate_decided, resume_point
+from tf_fsm.state import RetryState
 from tf_fsm.store import TICKET_ID_RE, TicketStore
 
 
@@ -46,6 +48,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         failure = None
     return {
         "ticket": ticket_id,
+        "next": next_step(store, state, settings),
         "state": state_of_attempt(cur.status if cur else None, cur.phase if cur else None),
         "status": state.status if state else None,
         "phase": cur.phase if cur else None,
@@ -58,6 +61,22 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         "escalatedRoles": escalated,
         "lastFailure": failure,
     }
+
+
+def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:
+    """What `tf-fsm run` would do next, and why, in one line (read-only)."""
+    cur = state.current if state else None
+    if state is None or cur is None:
+        return "attempt 1 (initial)"
+    if state.has_open_attempt:
+        events = store.read_events().events
+        point = resume_point(cur.attemptNumber, events, store.seen, gate_decided(store))
+        return f"resume attempt {cur.attemptNumber} at {point.phase}: {point.reason}"
+    if cur.status == "closed":
+        return "nothing: closed (a reopened tk ticket starts again at attempt 1)"
+    if not should_retry(state, settings):
+        return f"nothing: max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
+    return f"attempt {state.next_attempt_number} (manual_retry; ralph_retry from the backlog loop)"
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:

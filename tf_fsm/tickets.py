@@ -31,7 +31,7 @@ class Ticket:
     path: Path
     fields: dict[str, str] = field(default_factory=dict)  # raw values, as tk's awk sees them
     title: str = ""
-    body: str = ""  # everything after the frontmatter
+    body: str = ""  # everything after the frontmatter's closing line, byte for byte
 
     @property
     def status(self) -> str:
@@ -39,8 +39,9 @@ class Ticket:
 
     def list_field(self, key: str) -> list[str]:
         """A flow-style list (`[a, b]`) as tk splits it."""
-        raw = self.fields.get(key, "").strip().removeprefix("[").removesuffix("]")
-        return [item.strip() for item in raw.split(",") if item.strip()]
+        # tk: gsub(/[\[\] ]/, "", value), then split on ",": inner spaces go too.
+        raw = self.fields.get(key, "").translate({ord("["): None, ord("]"): None, ord(" "): None})
+        return [item for item in raw.split(",") if item]
 
 
 def tickets_dir(root: Path) -> Path:
@@ -57,7 +58,7 @@ def ticket_path(root: Path, ticket_id: str) -> Path:
 
 
 def parse(text: str, path: Path) -> Ticket:
-    lines = text.splitlines()
+    lines = text.split("\n")  # awk splits at \n only, not at U+2028 and friends
     if not lines or lines[0].rstrip() != "---":
         raise TicketError(path, "no frontmatter: the first line must be ---", 1)
     try:
@@ -196,7 +197,7 @@ def new_ticket(
 def rewrite(ticket: Ticket) -> str:
     """`ticket` written back: its fields in their order (unknown keys kept), then its body.
     Byte-identical for a file tk created."""
-    return render(dict(ticket.fields), ticket.body + "\n")
+    return render(dict(ticket.fields), ticket.body)  # the body keeps its own final newline
 
 
 # --- the whole backlog, read as tk's awk reads it -------------------------------------------
