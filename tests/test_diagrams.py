@@ -401,3 +401,45 @@ def test_model_names_cannot_break_the_mermaid() -> None:
     assert "in_progress.implement:::s_active" in text.decode()  # styled on its first arrow
     dot = diagrams.diagram("dot", journal_history.replay("t-1", events, "in_progress.implement"))
     assert b"ollama/llama3:8b;x#1" in dot  # DOT strings take them as they are
+
+
+def test_ralph_diagram_counts_tickets_per_edge(project: Path) -> None:
+    """`diagram --ralph`: one picture of a backlog run over the same machine."""
+    import json as json_
+
+    from tests.conftest import run_cli
+
+    strong = "openai-codex/gpt-5.3-codex"
+    (project / ".tickets").mkdir()
+    for tid in ("r-1", "r-2", "r-3"):
+        (project / f".tickets/{tid}.md").write_text(
+            f"---\nid: {tid}\nstatus: open\ndeps: []\n---\n# {tid}\n"
+        )
+    scenario = {
+        "tickets": {
+            "r-2": {
+                "findings": [{"id": "F", "severity": "Major", "text": "x", "fixedBy": [strong]}]
+            }
+        }
+    }
+    (project / "s.json").write_text(json_.dumps(scenario))
+    settings = {
+        "metaModels": {"strong": {"model": strong}},
+        "workflow": {"escalation": {"enabled": True, "models": {"fixer": "strong"}}},
+        "executor": {"kind": "scripted", "scenario": "s.json"},
+    }
+    (project / ".tf/config/settings.json").write_text(json_.dumps(settings))
+    for tid in ("r-1", "r-2"):  # r-3 is never run: it is not counted
+        assert run_cli("run", tid).returncode == 0
+    before = {p: p.read_bytes() for p in (project / ".tf/knowledge").rglob("*") if p.is_file()}
+    shown = run_cli("diagram", "--ralph", "-o", "-")
+    assert shown.returncode == 0, shown.stderr
+    edges = mermaid_edges(shown.stdout)
+    assert "backlog: 2 tickets" in shown.stdout
+    assert "✔ 2 tickets" in edges[("initial", "in_progress.research")]
+    assert "✔ 1 ticket" in edges[("blocked", "in_progress.research")]
+    assert "✔ 2 tickets" in edges[("in_progress.close", "closed")]
+    after = {p: p.read_bytes() for p in (project / ".tf/knowledge").rglob("*") if p.is_file()}
+    assert after == before  # drawing changes no ticket file
+    written = run_cli("diagram", "--ralph")
+    assert written.returncode == 0 and (project / ".tf/ralph/lifecycle.mmd").exists()

@@ -77,7 +77,8 @@ exit codes:
   2   bad input: usage, settings file, ticket id, missing project or ticket,
       missing agent program, corrupt state file (left untouched)
   3   run: blocked by the quality gate, retries left
-  4   run: blocked, retries exhausted (refused before any agent runs)
+  4   run: blocked, retries exhausted or the ticket's budget spent (later runs
+      are refused before any agent runs)
   5   run: a phase failed; the attempt is in error and resumable with `run` again
   6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
   75  the ticket is being run by another process
@@ -517,6 +518,37 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return Watch(root, _ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.executors.doctor import diagnose
+
+    root = _root(args)
+    diag = diagnose(root, load_settings(root))
+    if args.json:
+        print(json.dumps(diag.to_json(), indent=2))
+        return diag.exit_code
+    preset = f", preset {diag.preset}" if diag.preset else ""
+    print(f"executor: {diag.kind}{preset}")
+    if diag.program:
+        where = diag.path or "NOT FOUND"
+        print(f"agent: {diag.program} -> {where}" + (f" ({diag.version})" if diag.version else ""))
+    for note in diag.notes:
+        print(f"note: {note}")
+    if diag.commands:
+        print("command lines on attempt 1 (prompt on stdin; TF_* variables in the environment):")
+        import shlex
+
+        for call in diag.commands:
+            print(f"  {call['phase']:<9} {call['role']:<24} {shlex.join(call['argv'])}")
+    for problem in diag.problems:
+        print(f"cannot map: {problem}")
+    if diag.error:
+        print(f"tf-fsm: error: {diag.error}", file=sys.stderr)
+    elif not diag.problems:
+        print("ok: every setting maps onto the agent CLI")
+    return diag.exit_code
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from tf_fsm.demo import run_demo
 
@@ -544,14 +576,22 @@ def cmd_diagram(args: argparse.Namespace) -> int:
         )
         return EXIT_INTERNAL  # like a failing check, documented in `diagram --help`
     history = store = None
-    if args.ticket is not None:
+    if args.ralph:
+        if args.ticket is not None:
+            raise UsageError("--ralph draws every ticket; drop --ticket")
+        root = _root(args)
+        history = history_mod.backlog_history(root)
+        if args.output is None:
+            fmt = args.format or "mermaid"
+            args.output = str(root / ".tf" / "ralph" / ("lifecycle" + diagrams.SUFFIX[fmt]))
+    elif args.ticket is not None:
         (ticket_id,) = _ticket_ids([args.ticket])
         history, store = history_mod.load_history(_root(args), ticket_id)
         for step in history.unmapped:
             print(f"warning: {ticket_id}: no lifecycle edge for {step}", file=sys.stderr)
     fmt = args.format or "mermaid"
     try:
-        if args.output is None and store is None:
+        if args.output is None and store is None and history is None:
             written = diagrams.write_lifecycle(Path(args.dir), args.format)
         else:
             data = diagrams.diagram(fmt, history)
@@ -776,6 +816,19 @@ exit codes:
     p.add_argument("--json", action="store_true", help="one JSON object per log line")
     p.set_defaults(func=cmd_watch)
 
+    p = add("doctor", "check the agent CLI: installed, version, command lines, unmapped settings")
+    p.epilog = """\
+exit codes:
+  0   the agent CLI is installed and every setting maps onto it (or the executor
+      kind runs no CLI)
+  1   unexpected internal error (traceback with --verbose)
+  2   not ready: no preset or command, the program is not found, `--version` fails,
+      or bad settings
+  3   installed, but a setting cannot be mapped (named); phases would run without it
+"""
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_doctor)
+
     p = add("demo", "run a sample ticket with the bundled offline agent in a throwaway project")
     p.add_argument("--dir", help="create the demo project here (default: a new temp dir)")
     p.set_defaults(func=cmd_demo)
@@ -799,6 +852,12 @@ exit codes:
         "for --ticket); svg and png need Graphviz's `dot`",
     )
     p.add_argument("--ticket", metavar="ID", help="draw this ticket's path from its journal")
+    p.add_argument(
+        "--ralph",
+        action="store_true",
+        help="one picture of the backlog: how many tickets took each edge "
+        "(default output .tf/ralph/lifecycle.mmd)",
+    )
     p.add_argument("-o", "--output", metavar="PATH", help="write here instead; - for stdout")
     p.add_argument("--dir", default="diagrams", help="lifecycle output dir (default: diagrams)")
     p.add_argument("--check", action="store_true", help="fail if the committed files are stale")

@@ -135,6 +135,8 @@ class Escalation(_Section):
     enabled: bool = False
     maxRetries: int = Field(default=3, ge=0)
     models: EscalationModels = EscalationModels()
+    #: per-ticket budget in US dollars (agent-reported cost); None = no budget
+    maxCostUsd: float | None = Field(default=None, gt=0)
 
 
 _GATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -242,13 +244,34 @@ PLACEHOLDERS: frozenset[str] = frozenset(
 )
 
 
+#: The agent CLIs `executor.preset` knows (tf_fsm/executors/presets.py).
+PRESETS: tuple[str, ...] = ("pi", "claude", "codex")
+
+
 class Executor(_Section):
     kind: Literal["command", "scripted", "handoff"] = "command"
+    #: a known agent CLI: tf_fsm builds its argv, prompt passing and output mode
+    preset: Literal["pi", "claude", "codex"] | None = None
+    #: the preset's program (a name on PATH or a path); None = the CLI's usual name
+    program: str | None = None
+    #: appended to the preset's argv (e.g. ["--provider", "x"]); placeholders allowed
+    extraArgs: list[str] = Field(default_factory=list)
     command: list[str] | None = None
     timeoutSeconds: float = Field(default=1800.0, gt=0)
+    #: restarts of an invocation that failed transiently (crash, timeout, kill, provider)
+    maxRestarts: int = Field(default=2, ge=0)
+    #: base of the exponential backoff between restarts (with jitter); 0 = restart at once
+    restartBackoffSeconds: float = Field(default=2.0, ge=0)
     scenario: str | None = None
     waitSeconds: float = Field(default=0.0, ge=0)  # handoff: how long `run` waits per artifact
     stableSeconds: float = Field(default=0.5, ge=0)  # handoff: quiet time before it counts
+
+    @field_validator("extraArgs", mode="after")
+    @classmethod
+    def _extra_placeholders(cls, argv: list[str]) -> list[str]:
+        for arg in argv:
+            _check_placeholders(arg)
+        return argv
 
     @field_validator("command", mode="after")
     @classmethod
@@ -260,19 +283,21 @@ class Executor(_Section):
                 'must be a non-empty argv list, e.g. ["my-agent", "--model", "{model}"]'
             )
         for arg in argv:
-            try:
-                names = {
-                    name for _, name, _, _ in string.Formatter().parse(arg) if name is not None
-                }
-            except ValueError as exc:
-                raise ValueError(f"bad placeholder in {arg!r}: {exc}") from None
-            unknown = names - PLACEHOLDERS
-            if unknown:
-                name = sorted(unknown)[0]
-                near = difflib.get_close_matches(name, sorted(PLACEHOLDERS), n=1)
-                hint = f" (did you mean {{{near[0]}}}?)" if near else ""
-                raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}{hint}")
+            _check_placeholders(arg)
         return argv
+
+
+def _check_placeholders(arg: str) -> None:
+    try:
+        names = {name for _, name, _, _ in string.Formatter().parse(arg) if name is not None}
+    except ValueError as exc:
+        raise ValueError(f"bad placeholder in {arg!r}: {exc}") from None
+    unknown = names - PLACEHOLDERS
+    if unknown:
+        name = sorted(unknown)[0]
+        near = difflib.get_close_matches(name, sorted(PLACEHOLDERS), n=1)
+        hint = f" (did you mean {{{near[0]}}}?)" if near else ""
+        raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}{hint}")
 
 
 class Settings(_Section):
@@ -319,10 +344,16 @@ def init_settings() -> dict[str, Any]:
     data = copy.deepcopy(PACKAGE_DEFAULTS)
     data["prompts"] = {"tf-implement": "worker"}
     data["workflow"]["postFixVerification"] = "rereview"
+    data["workflow"]["qualityGates"] = []
+    data["workflow"]["qualityGateMaxRetries"] = 3
+    data["workflow"]["escalation"]["maxCostUsd"] = None
     data["executor"] = {
         "kind": "command",
+        "preset": None,
         "command": None,
         "timeoutSeconds": 1800,
+        "maxRestarts": 2,
+        "restartBackoffSeconds": 2,
         "scenario": None,
     }
     return data

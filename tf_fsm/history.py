@@ -27,6 +27,7 @@ class History:
     taken: dict[Key, list[str]] = field(default_factory=dict)  # each taken edge's notes
     visited: list[str] = field(default_factory=list)  # passed through, the current one aside
     unmapped: list[str] = field(default_factory=list)  # journal steps the table has no edge for
+    title: str | None = None  # set for a backlog picture (no single current state)
 
 
 def _after(phase: str) -> str:
@@ -108,3 +109,32 @@ def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     cur = state.current if state else None
     current = fsm.state_of_attempt(cur.status if cur else None, cur.phase if cur else None)
     return replay(ticket_id, store.read_events().events, current), store
+
+
+def backlog_history(root: Path) -> History:
+    """Every run ticket at once: each edge labelled with how many tickets took it (read-only)."""
+    from tf_fsm.config import load_settings
+    from tf_fsm.status import tracked_tickets
+
+    settings = load_settings(root)
+    takers: dict[Key, set[str]] = {}
+    visited: set[str] = set()
+    unmapped: list[str] = []
+    ids = tracked_tickets(root, settings)
+    drawn = 0
+    for ticket_id in ids:
+        try:
+            one, _ = load_history(root, ticket_id)
+        except TicketError:  # a directory without a journal: never run by tf_fsm
+            continue
+        drawn += 1
+        for key in one.taken:
+            takers.setdefault(key, set()).add(ticket_id)
+        visited.update(one.visited, {one.current})
+        unmapped += [f"{ticket_id}: {step}" for step in one.unmapped]
+    history = History("backlog", current="", visited=sorted(visited), unmapped=unmapped)
+    history.taken = {
+        key: [f"{len(who)} ticket{'s' if len(who) != 1 else ''}"] for key, who in takers.items()
+    }
+    history.title = f"backlog: {drawn} ticket{'s' if drawn != 1 else ''}, how many took each edge"
+    return history

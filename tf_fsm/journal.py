@@ -145,6 +145,30 @@ class InvocationFinished(Event):
     sha256: str | None
     ok: bool
     durationMs: int
+    #: {inputTokens, outputTokens, costUsd} when the agent CLI reported them
+    usage: dict[str, float] | None = None
+    failureClass: str | None = None  # when not ok (see PhaseFailed)
+
+
+class InvocationRestarted(Event):
+    """An invocation failed transiently and runs again after `delay` seconds."""
+
+    event: Literal["InvocationRestarted"] = "InvocationRestarted"
+    phase: str
+    role: str
+    failureClass: str  # crash, timeout, killed, provider
+    attemptNo: int  # the restart's number: 1 for the first restart
+    delay: float
+    failure: str
+
+
+class BudgetExhausted(Event):
+    """workflow.escalation.maxCostUsd is spent: no further attempt or escalation starts."""
+
+    event: Literal["BudgetExhausted"] = "BudgetExhausted"
+    spentUsd: float
+    maxCostUsd: float
+    reason: str
 
 
 class PhaseWaiting(Event):
@@ -172,6 +196,9 @@ class PhaseFailed(Event):
     exitCode: int | None
     stderrTail: str
     log: str
+    #: crash, timeout, killed, provider (transient, after the restarts ran out), agent_error,
+    #: no_output; absent in journals written before failure classes existed
+    failureClass: str | None = None
 
 
 class GateEvaluated(Event):

@@ -7,6 +7,7 @@ step (retry-state at every boundary, the journal at every step) and reports prog
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
 from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors import Executor, make_executor
+from tf_fsm.executors.accounting import record_attempt, refuse_over_budget
 from tf_fsm.machine import (
     BLOCKED,
     INITIAL,
@@ -126,16 +128,27 @@ class TicketRun:
         self.ticket = tickets.read(root, ticket_id)
         self.executor, self.observer, self.now = executor, observer, now
         self.prompts = PromptLibrary(root)
+        self._pending: list[ev.Event] = []
 
     # -- persistence helpers --------------------------------------------------------------
 
-    def _event(self, cls: type[ev.Event], attempt: int | None, **fields: Any) -> None:
-        self.store.append_event(
-            cls(ts=ev.timestamp(self.now()), ticket=self.ticket_id, attempt=attempt, **fields)
-        )
+    def _event(
+        self, cls: type[ev.Event], attempt: int | None, flush: bool = True, **fields: Any
+    ) -> None:
+        """Journal an event. `flush=False` holds it back to go out, in the same fsynced append,
+        with the next flushed one: a phase's events cost one fsync, not four. Only events a
+        resume does not depend on (PhaseStarted, InvocationFinished, ...) are held back."""
+        event = cls(ts=ev.timestamp(self.now()), ticket=self.ticket_id, attempt=attempt, **fields)
+        self._pending.append(event)
+        if flush:
+            self.flush()
 
-    def _save(self, state: RetryState) -> RetryState:
-        self.store.save_retry_state(state)
+    def flush(self) -> None:
+        pending, self._pending = self._pending, []
+        self.store.append_events(pending)
+
+    def _save(self, state: RetryState, sync_dir: bool = True) -> RetryState:
+        self.store.save_retry_state(state, sync_dir=sync_dir)
         return state
 
     def _outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
@@ -155,13 +168,19 @@ class TicketRun:
     def run(self) -> Outcome:
         self.executor.check()
         with self.store.lock():
-            if self.options.retry_reset:
-                backup = self.store.reset_retry_state(self.now())
-                if backup is not None:
-                    self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
-            # Read again under the lock: another runner may have closed it meanwhile.
-            self.ticket = tickets.read(self.root, self.ticket_id)
-            return self._drive(self.store.load_retry_state())
+            try:
+                return self._locked_run()
+            finally:
+                self.flush()  # e.g. Ctrl-C mid-phase: what was journaled so far still lands
+
+    def _locked_run(self) -> Outcome:
+        if self.options.retry_reset:
+            backup = self.store.reset_retry_state(self.now())
+            if backup is not None:
+                self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
+        # Read again under the lock: another runner may have closed it meanwhile.
+        self.ticket = tickets.read(self.root, self.ticket_id)
+        return self._drive(self.store.load_retry_state())
 
     def _drive(self, state: RetryState | None) -> Outcome:
         cur = state.current if state else None
@@ -182,6 +201,8 @@ class TicketRun:
                     f"`tf-fsm run {self.ticket_id} --retry-reset` starts over"
                 )
                 return self._outcome(state, "exhausted", 0, reason)
+            if (refused := refuse_over_budget(self, state)) is not None:
+                return refused
             first = cur is None or cur.status == "closed"
             trigger = "initial" if first else self.options.retry_trigger
             if not first and state is not None and self._auto_retry_due(state):
@@ -190,6 +211,7 @@ class TicketRun:
         runs = 1
         while True:
             state, status, reason = self._run_attempt(attempt, state)
+            state = record_attempt(self, state, status)  # usage and failure class (issue #9)
             if status in ("closed", "error", "waiting"):
                 return self._outcome(state, status, runs, reason)
             if not should_retry(state, self.settings):
@@ -197,6 +219,8 @@ class TicketRun:
                 return self._outcome(state, "exhausted", runs, reason)
             if not self.settings.workflow.escalation.enabled or self.options.once:
                 return self._outcome(state, "blocked", runs, reason)
+            if (refused := refuse_over_budget(self, state)) is not None:
+                return dataclasses.replace(refused, attempts_run=runs)
             attempt, state = self._begin(state, "quality_gate")
             runs += 1
 
@@ -391,10 +415,16 @@ class TicketRun:
                 if phase == "close" and attempt.finished:
                     machine.fire(model, "complete")  # close completed before the crash
                     continue
-                state = self._save(update_current(state, phase=phase))
-                if phase not in attempt.facts.runs:
+                if phase in attempt.facts.runs:
+                    # The journal records progress durably; this copy is for people and views.
+                    state = self._save(update_current(state, phase=phase), sync_dir=False)
+                else:
                     self._event(
-                        ev.PhaseSkipped, attempt.number, phase=phase, reason=attempt.plan[phase][1]
+                        ev.PhaseSkipped,
+                        attempt.number,
+                        flush=False,
+                        phase=phase,
+                        reason=attempt.plan[phase][1],
                     )
                     machine.fire(model, "skip")
                     continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review
 from tf_fsm.escalation import Resolution
 from tf_fsm.executors import Invocation, OutputMark
+from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, backoff_delay
 from tf_fsm.gates import GateOutcome, GateResult, gate_rows, run_gates
 from tf_fsm.machine import PHASES
 from tf_fsm.prompts import template_for
@@ -119,7 +121,7 @@ class PhaseRunner:
 
     def run(self, phase: str) -> str | None:
         self.run_._event(
-            ev.PhaseStarted, self.attempt.number, phase=phase, roles=self._roles(phase)
+            ev.PhaseStarted, self.attempt.number, flush=False, phase=phase, roles=self._roles(phase)
         )
         failure: str | None = getattr(self, f"_{phase}")()
         if failure is None:
@@ -174,7 +176,7 @@ class PhaseRunner:
         label = label or f"{phase}-{role}"
         # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
         prompt_file = run.store.write_artifact(
-            f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True
+            f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True, sync_dir=False
         )
         log_name = f"logs/attempt-{n}/{label}.log"
         invocation = Invocation(
@@ -193,48 +195,68 @@ class PhaseRunner:
             log_file=self.store.dir / log_name,
             timeout=run.settings.settings.executor.timeoutSeconds,
         )
-        mark = OutputMark.of(output)
-        run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
-        result = run.executor.invoke(invocation)
-        log_path = run.store.write_artifact(log_name, result.log)
-        if result.waiting:
+        conf = run.settings.settings.executor
+        restarts = 0
+        while True:
+            mark = OutputMark.of(output)
+            run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
+            result = run.executor.invoke(invocation)
+            if result.waiting:
+                run.store.write_artifact(log_name, result.log)
+                run._event(
+                    ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
+                    promptFile=str(prompt_file),
+                )  # fmt: skip
+                self.waiting = f"{phase} ({role}) waits for {output} (prompt: {prompt_file})"
+                run.observer.note(run.ticket_id, f"attempt {n} {phase}: waiting for {output.name}")
+                return WAITING
+            failure, failure_class = result.failure, result.failure_class
+            if result.ok and not result.accepted_existing and not mark.written_since(output):
+                failure = f"the agent exited 0 but did not write its output {artifact}"
+                failure_class = NO_OUTPUT
+            if failure is not None and failure_class is None:
+                failure_class = CRASH  # an executor that does not classify: a failed process
+            ok = failure is None
+            restart = failure_class in TRANSIENT and restarts < conf.maxRestarts
+            # A try that is restarted keeps its log apart, as the evidence for the restart.
+            name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
+            log_path = run.store.write_artifact(name, result.log)
+            run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
+            sha = _sha256(output.read_bytes()) if output.exists() else None
             run._event(
-                ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
-                promptFile=str(prompt_file),
+                ev.InvocationFinished, n, phase=phase, role=role, model=chosen.model,
+                artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),
+                usage=result.usage.to_json() if result.usage else None,
+                failureClass=failure_class,
             )  # fmt: skip
-            self.waiting = f"{phase} ({role}) waits for {output} (prompt: {prompt_file})"
-            run.observer.note(run.ticket_id, f"attempt {n} {phase}: waiting for {output.name}")
-            return WAITING
-        failure = result.failure
-        if result.ok and not result.accepted_existing and not mark.written_since(output):
-            failure = f"the agent exited 0 but did not write its output {artifact}"
-        ok = failure is None
-        run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
-        sha = _sha256(output.read_bytes()) if output.exists() else None
-        run._event(
-            ev.InvocationFinished,
-            n,
-            phase=phase,
-            role=role,
-            model=chosen.model,
-            artifact=artifact,
-            sha256=sha,
-            ok=ok,
-            durationMs=round(result.duration * 1000),
+            if ok:
+                return None
+            if restart:
+                restarts += 1
+                delay = backoff_delay(restarts, conf.restartBackoffSeconds)
+                run._event(
+                    ev.InvocationRestarted, n, phase=phase, role=role,
+                    failureClass=failure_class, attemptNo=restarts, delay=round(delay, 3),
+                    failure=str(failure),
+                )  # fmt: skip
+                run.observer.note(
+                    run.ticket_id,
+                    f"attempt {n} {phase} ({role}): {failure_class}: {failure}; restart "
+                    f"{restarts}/{conf.maxRestarts} in {delay:.1f}s",
+                )
+                time.sleep(delay)
+                continue
+            break
+        tries = f" ({restarts} restarts)" if restarts else ""
+        message = (
+            f"{phase} ({role}, {chosen.model}) failed{tries} [{failure_class}]: {failure}; "
+            f"log: {log_path}"
         )
-        if ok:
-            return None
-        message = f"{phase} ({role}, {chosen.model}) failed: {failure}; log: {log_path}"
         run._event(
-            ev.PhaseFailed,
-            n,
-            phase=phase,
-            role=role,
-            failure=failure,
-            exitCode=result.exit_code,
-            stderrTail=result.stderr_tail,
-            log=str(log_path),
-        )
+            ev.PhaseFailed, n, phase=phase, role=role, failure=failure,
+            exitCode=result.exit_code, stderrTail=result.stderr_tail, log=str(log_path),
+            failureClass=failure_class,
+        )  # fmt: skip
         return message
 
     def _context(
@@ -384,7 +406,7 @@ class PhaseRunner:
 
         def record(result: GateResult, round_: int) -> None:
             log = f"gates/attempt-{n}/{result.name}-try-{round_}.log"
-            run.store.write_artifact(log, f"# {result.summary}\n{result.output}")
+            run.store.write_artifact(log, f"# {result.summary}\n{result.output}", sync_dir=False)
             run._event(
                 ev.GateEvaluated, n, name=result.name, passed=result.passed,
                 exitCode=result.exit_code, durationMs=round(result.duration * 1000),

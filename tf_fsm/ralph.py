@@ -27,6 +27,7 @@ from tf_fsm import selection, tickets
 from tf_fsm.config import LoadedSettings
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.orchestrator import knowledge_dir
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
@@ -137,6 +138,10 @@ class Loop:
         has_open = state is not None and state.has_open_attempt
         if not has_open and not should_retry(state, self.settings):
             return Skip(f"max retries ({self.settings.max_retries}) exceeded")
+        if not has_open and self.settings.workflow.escalation.maxCostUsd is not None:
+            spent = over_budget(store.read_events().events, self.settings)
+            if spent is not None:  # each run would be refused at once: do not spend iterations
+                return Skip(budget_reason(*spent))
         if cur is not None and cur.status == "error":
             if not self.options.resume_errors:
                 return Skip(

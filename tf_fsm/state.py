@@ -112,6 +112,14 @@ class EscalationRecord(_Record):
         return [role for role, model in self.to_json_dict().items() if model is not None]
 
 
+class UsageRecord(_Record):
+    """Tokens and cost the agent CLIs reported for an attempt's invocations (summed)."""
+
+    inputTokens: int = Field(default=0, ge=0)
+    outputTokens: int = Field(default=0, ge=0)
+    costUsd: float = Field(default=0.0, ge=0)
+
+
 class Attempt(_Record):
     attemptNumber: int = Field(ge=1)
     startedAt: str
@@ -124,6 +132,10 @@ class Attempt(_Record):
     # tf_fsm's own optional fields; pi-ticketflow ignores keys it does not know.
     phase: str | None = None
     reason: str | None = None
+    #: why the attempt did not close: quality (the gate), budget, or the failed invocation's
+    #: class (crash, timeout, killed, provider, agent_error, no_output)
+    failureClass: str | None = None
+    usage: UsageRecord | None = None
 
     _lower_status = field_validator("status", mode="before")(_lower)
 

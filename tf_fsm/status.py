@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tf_fsm import journal as ev
 from tf_fsm.config import LoadedSettings
 from tf_fsm.detection import evaluate
+from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import retries_left, should_retry, should_skip
+from tf_fsm.executors.accounting import since_reset, ticket_usage
 from tf_fsm.machine import state_of_attempt
 from tf_fsm.resume import gate_decided, resume_point
 from tf_fsm.state import RetryState
@@ -46,6 +49,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     )
     if cur is not None and cur.status == "closed":
         failure = None
+    spend = cost_summary(store, state, settings)
     return {
         "ticket": ticket_id,
         "next": next_step(store, state, settings),
@@ -60,6 +64,51 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         "skip": should_skip(state, settings),
         "escalatedRoles": escalated,
         "lastFailure": failure,
+        **spend,
+    }
+
+
+def cost_summary(
+    store: TicketStore, state: RetryState | None, settings: LoadedSettings
+) -> dict[str, Any]:
+    """Usage and cost summed over the ticket's invocations since the last --retry-reset (the
+    journal has every invocation, restarts and failed ones too), the budget, and the class of
+    the last failure (`budget` when the budget refused the last run)."""
+    try:
+        events = store.read_events().events
+    except CorruptStateError:  # status still reports the rest; `run` names the bad line
+        events = []
+    usage = ticket_usage(events)
+    cur = state.current if state else None
+    failure_class = (
+        next(
+            (
+                a.failureClass or ("quality" if a.status == "blocked" else None)
+                for a in reversed(state.attempts)
+                if a.status in ("blocked", "error")
+            ),
+            None,
+        )
+        if state
+        else None
+    )
+    recent = since_reset(events)
+    last_end = max(
+        (i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted | ev.AttemptFinished)),
+        default=-1,
+    )
+    if any(isinstance(e, ev.BudgetExhausted) for e in recent[last_end + 1 :]):
+        failure_class = "budget"
+    if cur is not None and cur.status == "closed":
+        failure_class = None
+    budget = settings.workflow.escalation.maxCostUsd
+    spent = usage.cost_usd if usage else 0.0
+    return {
+        "failureClass": failure_class,
+        "usage": usage.to_json() if usage else None,
+        "costUsd": round(spent, 6) if usage else None,
+        "maxCostUsd": budget,
+        "budgetLeftUsd": None if budget is None else round(max(0.0, budget - spent), 6),
     }
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -102,32 +102,50 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content."""
+_TEMP_COUNTER = itertools.count()
+
+
+def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new `.<name>.<pid>.<n>.tmp` beside `path`. Cheaper than mkstemp's random names, and
+    the same `.*.tmp` shape the lock's sweep removes after a crash."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_COUNTER)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
+        except FileExistsError:  # left by a dead process with our pid: take the next number
+            continue
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content.
+    `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
+    kept for people to read (prompts, logs), where a crash may lose the newest copy but never
+    leaves a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        # mkstemp creates 0600; keep the mode the file had, or what a plain open() would give.
+        # keep the mode the file had, or what a plain open() would give
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
+    fd, tmp = _open_temp(path, mode)
     try:
-        with os.fdopen(fd, "wb") as tmp_file:
-            tmp_file.write(data)
-            tmp_file.flush()
-            os.fchmod(tmp_file.fileno(), mode)
-            os.fsync(tmp_file.fileno())
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         tmp.replace(path)
     except BaseException:
         with suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir)
 
 
 def _json_text(obj: Any) -> str:
@@ -159,6 +177,7 @@ class TicketStore:
         self.lock_owner_path = self.dir / ".lock.owner"
         # Default: known patterns plus this process's secret-looking environment values.
         self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
+        self._trusted = False  # retry-state.json was read or written fine by this store
 
     # --- artifacts ------------------------------------------------------------------------
 
@@ -188,7 +207,9 @@ class TicketStore:
             raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
         return path
 
-    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> Path:
+    def write_artifact(
+        self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
+    ) -> Path:
         """Write an artifact, redacted and atomically. `only_if_changed` leaves an identical
         file (and its mtime) alone."""
         path = self.artifact_path(name)
@@ -197,7 +218,7 @@ class TicketStore:
             with suppress(FileNotFoundError):
                 if path.read_bytes() == data:
                     return path
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, sync_dir=sync_dir)
         return path
 
     def seen(self, name: str) -> Seen | None:
@@ -254,18 +275,25 @@ class TicketStore:
         try:
             raw = self.retry_state_path.read_bytes()
         except FileNotFoundError:
+            self._trusted = True  # nothing there to protect
             return None
-        return self._parse_retry_state(raw)
+        state = self._parse_retry_state(raw)
+        self._trusted = True
+        return state
 
-    def save_retry_state(self, state: RetryState) -> None:
+    def save_retry_state(self, state: RetryState, sync_dir: bool = True) -> None:
         """Replace the retry state atomically. A file already there that cannot be trusted is
         not overwritten (CorruptStateError): only `reset_retry_state` may set it aside."""
         if state.ticketId != self.ticket_id:
             raise ValueError(
                 f"state of {state.ticketId!r} given to the store of {self.ticket_id!r}"
             )
-        self.load_retry_state()
-        atomic_write_text(self.retry_state_path, self._redacted_json(state.to_json_dict()))
+        if not self._trusted:  # a file this store already read or wrote needs no re-check
+            self.load_retry_state()
+        atomic_write_text(
+            self.retry_state_path, self._redacted_json(state.to_json_dict()), sync_dir=sync_dir
+        )
+        self._trusted = True
 
     def reset_retry_state(self, now: datetime) -> Path | None:
         """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
@@ -300,11 +328,20 @@ class TicketStore:
     # --- journal --------------------------------------------------------------------------
 
     def append_event(self, event: Event) -> None:
-        """Append one event, redacted, and fsync it. A torn tail left by a crashed append is
-        cut off first and recorded as a JournalTailDropped event, never dropped silently."""
-        if event.ticket != self.ticket_id:
-            raise ValueError(f"event of {event.ticket!r} given to the store of {self.ticket_id!r}")
-        line = self._redacted_line(event)
+        self.append_events([event])
+
+    def append_events(self, events: list[Event]) -> None:
+        """Append events, redacted, in one write and one fsync. A torn tail left by a crashed
+        append is cut off first and recorded as a JournalTailDropped event, never dropped
+        silently."""
+        if not events:
+            return
+        for event in events:
+            if event.ticket != self.ticket_id:
+                raise ValueError(
+                    f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
+                )
+        line = b"".join(self._redacted_line(e) for e in events)
         self.dir.mkdir(parents=True, exist_ok=True)
         created = not self.journal_path.exists()
         fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)

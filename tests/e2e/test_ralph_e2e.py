@@ -126,6 +126,7 @@ class Backlog:
                 "kind": "command",
                 "command": ["/bin/sh", "-c", f"FAKE_AGENT_PLAN={plan} exec {agent}"],
                 "timeoutSeconds": 30,
+                "maxRestarts": 0,  # a crash ends the attempt: the loop's error path is tested
             },
         }
         (root / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))

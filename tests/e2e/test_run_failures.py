@@ -3,6 +3,7 @@ ticket is locked, its state file corrupt, its id hostile or its file missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -31,7 +32,16 @@ def failed_attempt(e2e: Harness, phase: str) -> dict:
     return failed
 
 
+def no_restarts(e2e: Harness) -> None:
+    """A crash ends the attempt at once (restarts are tested in tests/test_transient.py)."""
+    path = e2e.project / ".tf" / "config" / "settings.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    settings["executor"]["maxRestarts"] = 0
+    path.write_text(json.dumps(settings), encoding="utf-8")
+
+
 def test_phase_crash_then_resume(e2e: Harness) -> None:
+    no_restarts(e2e)
     e2e.plan(crash=[{"phase": "implement", "attempt": 1, "times": 1}])
     result = e2e.run()
     assert result.returncode == 5, result.stderr
@@ -69,6 +79,7 @@ def test_phase_crash_then_resume(e2e: Harness) -> None:
 
 def test_phase_timeout_kills_the_process_group(e2e: Harness) -> None:
     e2e.settings(timeout=2)
+    no_restarts(e2e)
     e2e.plan(hang=[{"phase": "review", "seconds": 60}])
     started = time.monotonic()
     result = e2e.run()

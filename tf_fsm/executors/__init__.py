@@ -33,5 +33,12 @@ def make_executor(settings: LoadedSettings, root: Path) -> Executor:
             )
         return ScriptedExecutor(load_scenario(path))
     from tf_fsm.executors.command import CommandExecutor
+    from tf_fsm.executors.presets import preset
 
-    return CommandExecutor(conf.command, root)
+    return CommandExecutor(
+        conf.command,
+        root,
+        preset=preset(conf.preset) if conf.preset else None,
+        program=conf.program,
+        extra_args=conf.extraArgs,
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tf_fsm.errors import ExecutorError
+from tf_fsm.executors.usage import Usage
 
 __all__ = ["ExecutorError", "Invocation", "InvocationResult", "OutputMark"]
 
@@ -58,6 +59,8 @@ class InvocationResult:
     log: str = ""  # the invocation's whole output; tf_fsm writes it (redacted) to log_file
     waiting: bool = False  # hand-off: the artifact is not there yet (not a failure)
     accepted_existing: bool = False  # the executor checked the artifact itself (hand-off)
+    failure_class: str | None = None  # tf_fsm/executors/failures.py; None when ok
+    usage: Usage | None = None  # what the agent CLI reported, if it did
 
 
 class Executor(Protocol):

@@ -1,4 +1,10 @@
-"""The `command` executor: the configured agent CLI, run as a process for each invocation."""
+"""The `command` executor: the configured agent CLI, run as a process for each invocation.
+
+The argv is `executor.command` when set (it overrides the preset's argv), else the preset's
+(tf_fsm/executors/presets.py). With a preset, its parser reads the CLI's JSON output for
+usage, cost and provider errors either way; a command whose output is not that JSON simply
+reports none.
+"""
 
 from __future__ import annotations
 
@@ -9,34 +15,70 @@ from pathlib import Path
 
 from tf_fsm._process import run_process, tail
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
+from tf_fsm.executors.failures import TIMEOUT, classify
+from tf_fsm.executors.presets import Preset
+from tf_fsm.executors.usage import AgentReport
 
 
 class CommandExecutor:
     def __init__(
-        self, argv: Sequence[str] | None, root: Path, environ: Mapping[str, str] | None = None
+        self,
+        argv: Sequence[str] | None,
+        root: Path,
+        environ: Mapping[str, str] | None = None,
+        preset: Preset | None = None,
+        program: str | None = None,
+        extra_args: Sequence[str] = (),
     ):
         self.argv = list(argv or [])
         self.root = root
         self.environ = dict(os.environ if environ is None else environ)
+        self.preset = preset
+        self.program = program or (preset.program if preset else None)
+        self.extra_args = list(extra_args)
 
-    def check(self) -> None:
-        if not self.argv:
-            raise ExecutorError(
-                "executor.command is not set: give the agent CLI as an argv list, "
-                'e.g. ["my-agent", "--model", "{model}"] (see docs/executors.md)',
-                "executor.command",
-            )
-        program = self.argv[0]
+    @property
+    def setting(self) -> str:
+        return "executor.command" if self.argv or self.preset is None else "executor.program"
+
+    def program_path(self) -> str | None:
+        """Where the program is (absolute), or None when it cannot be found."""
+        program = self.argv[0] if self.argv else self.program
+        if not program:
+            return None
         if os.sep in program:
             path = Path(program) if Path(program).is_absolute() else self.root / program
-            if not (path.is_file() and os.access(path, os.X_OK)):
-                raise ExecutorError(f"{program}: not an executable file", "executor.command")
-        elif shutil.which(program, path=self.environ.get("PATH")) is None:
-            raise ExecutorError(f"{program}: not found on PATH", "executor.command")
+            return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        return shutil.which(program, path=self.environ.get("PATH"))
+
+    def check(self) -> None:
+        if not self.argv and self.preset is None:
+            raise ExecutorError(
+                "executor.command is not set, nor executor.preset: name your agent CLI "
+                '("preset": "pi", "claude" or "codex") or give its argv, e.g. '
+                '["my-agent", "--model", "{model}"] (see docs/agents.md)',
+                "executor.command",
+            )
+        if self.program_path() is None:
+            program = self.argv[0] if self.argv else str(self.program)
+            where = "not an executable file" if os.sep in program else "not found on PATH"
+            hint = ""
+            if not self.argv and self.preset is not None:
+                hint = f" (install it: npm install -g {self.preset.package})"
+            raise ExecutorError(f"{program}: {where}{hint}", self.setting)
+
+    def command_line(self, invocation: Invocation) -> tuple[list[str], list[str]]:
+        """The argv this invocation runs, and the settings the preset could not map."""
+        values = invocation.variables()
+        if self.argv:
+            return [arg.format(**values) for arg in self.argv], []
+        if self.preset is None:
+            raise ExecutorError("no agent CLI configured", "executor.preset")
+        extra = [arg.format(**values) for arg in self.extra_args]
+        return self.preset.argv(invocation.model, invocation.thinking, self.program, extra)
 
     def invoke(self, invocation: Invocation) -> InvocationResult:
-        values = invocation.variables()
-        argv = [arg.format(**values) for arg in self.argv]
+        argv, _ = self.command_line(invocation)
         result = run_process(
             argv,
             cwd=invocation.root,
@@ -50,16 +92,20 @@ class CommandExecutor:
             f"{'  TIMED OUT' if result.timed_out else ''}\n"
             f"## stdout\n{result.stdout}\n## stderr\n{result.stderr}\n"
         )
-        failure = None
-        if result.timed_out:
-            failure = f"timed out after {invocation.timeout:g}s (process group killed)"
-        elif result.exit_code != 0:
-            failure = f"exit code {result.exit_code}"
+        report = self.preset.parse(result.stdout) if self.preset else AgentReport()
+        verdict = classify(timed_out=result.timed_out, exit_code=result.exit_code, report=report)
+        failure = failure_class = None
+        if verdict is not None:
+            failure_class, failure = verdict
+            if failure_class == TIMEOUT:
+                failure = f"timed out after {invocation.timeout:g}s (process group killed)"
         return InvocationResult(
-            ok=failure is None,
+            ok=verdict is None,
             duration=result.duration,
             failure=failure,
             exit_code=result.exit_code,
-            stderr_tail=tail(result.stderr),
+            stderr_tail=tail(result.stderr) or (report.error or "")[-2000:],
             log=log,
+            failure_class=failure_class,
+            usage=report.usage,
         )

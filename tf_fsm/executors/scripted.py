@@ -44,6 +44,9 @@ class ScriptedFailure(_Strict):
     attempt: int | None = None  # None = every attempt
     role: str | None = None
     message: str = "scripted failure"
+    #: how the failure is classed (tf_fsm/executors/failures.py). A scripted failure repeats
+    #: on every matching invocation, so by default it is not one a restart could clear.
+    failureClass: Literal["crash", "timeout", "killed", "provider", "agent_error"] = "agent_error"
 
 
 class Script(_Strict):
@@ -128,6 +131,7 @@ class ScriptedExecutor:
                     exit_code=1,
                     stderr_tail=failure.message,
                     log=f"scripted agent failed: {failure.message}\n",
+                    failure_class=failure.failureClass,
                 )
         text = self._write(invocation, script)
         atomic_write_text(invocation.output, text)

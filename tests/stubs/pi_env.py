@@ -1,0 +1,166 @@
+"""Running the real `pi` CLI under tf_fsm against the stub model server (openai_stub.py).
+
+pi reads `models.json` and `settings.json` from `$PI_CODING_AGENT_DIR`; the stub is a custom
+provider there (`baseUrl` on 127.0.0.1, OpenAI chat completions), every tf_fsm metaModel is one
+of its models, and pi's own retries are off so that tf_fsm's restarts are what is tested.
+`PI_OFFLINE=1` stops pi's start-up network calls. Nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: the pi release these tests ran against (CI installs exactly this one)
+PI_VERSION = "0.73.1"
+PI_PACKAGE = "@mariozechner/pi-coding-agent"
+TICKET_ID = "pt-1"
+#: dollars per million tokens in models.json; the stub reports 1000 prompt + 100 completion
+#: tokens per reply, so one reply costs 0.001 + 0.0002 dollars
+COST = {"input": 1.0, "output": 2.0, "cacheRead": 0, "cacheWrite": 0}
+REPLY_COST = 0.0012
+#: an API key that matches no provider pattern: only the environment-value rule redacts it
+API_KEY_ENV = "STUB_PROVIDER_API_KEY"
+API_KEY = "stubkey-7f3a9c2e4b1d8a6f0e5c"
+#: metaModel name -> stub model id (every role gets a distinct model, to check --model)
+MODELS = {
+    "worker": "coder",
+    "research": "researcher",
+    "fast": "closer",
+    "general": "general",
+    "review-general": "reviewer-a",
+    "review-spec": "reviewer-b",
+    "review-secop": "reviewer-c",
+    "fixer": "fixer",
+    "strong": "fixer-strong",
+}
+
+TICKET_TEXT = """\
+---
+id: pt-1
+status: open
+deps: []
+links: []
+created: 2026-02-10T12:00:00Z
+type: task
+priority: 2
+tags: [component:parser]
+---
+# Add a depth limit to the parser
+
+The parser recurses without bound on nested input.
+"""
+
+
+def find_pi() -> str | None:
+    """$TF_FSM_PI (a path), else `pi` on PATH."""
+    explicit = os.environ.get("TF_FSM_PI")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    return shutil.which("pi")
+
+
+def require_pi() -> str:
+    pi = find_pi()
+    if pi is None:
+        pytest.skip(
+            f"pi not found (neither $TF_FSM_PI nor `pi` on PATH): "
+            f"npm install -g {PI_PACKAGE}@{PI_VERSION}"
+        )
+    return pi
+
+
+class PiProject:
+    """A tf_fsm project whose agent is the real pi, talking to `base_url`."""
+
+    def __init__(self, project: Path, tmp_path: Path, pi: str, base_url: str) -> None:
+        self.project, self.pi = project, pi
+        self.agent_dir = tmp_path / "pi-agent"
+        self.agent_dir.mkdir()
+        self.home = tmp_path / "home"
+        self.home.mkdir()
+        self.dir = project / ".tf" / "knowledge" / "tickets" / TICKET_ID
+        (project / ".tickets").mkdir(exist_ok=True)
+        (project / ".tickets" / f"{TICKET_ID}.md").write_text(TICKET_TEXT, encoding="utf-8")
+        models = [
+            {"id": ident, "reasoning": False, "cost": COST, "contextWindow": 32000,
+             "maxTokens": 4096}
+            for ident in MODELS.values()
+        ]  # fmt: skip
+        provider = {
+            "baseUrl": base_url,
+            "api": "openai-completions",
+            "apiKey": API_KEY_ENV,  # pi reads the key from this environment variable
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": models,
+        }
+        self._json(self.agent_dir / "models.json", {"providers": {"stub": provider}})
+        # pi's own retries off: a 429 must reach tf_fsm, whose restarts are under test.
+        retry = {"enabled": False, "provider": {"maxRetries": 0}}
+        self._json(self.agent_dir / "settings.json", {"retry": retry})
+        self.settings()
+
+    @staticmethod
+    def _json(path: Path, data: Any) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+
+    def settings(self, *, executor: dict[str, Any] | None = None, **workflow: Any) -> None:
+        meta = {name: {"model": f"stub/{ident}", "thinking": "low"} for name, ident in
+                MODELS.items()}  # fmt: skip
+        conf = {
+            "preset": "pi",
+            "program": self.pi,
+            "timeoutSeconds": 60,
+            "restartBackoffSeconds": 0,
+            **(executor or {}),
+        }
+        self._json(
+            self.project / ".tf" / "config" / "settings.json",
+            {"metaModels": meta, "workflow": workflow, "executor": conf},
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PI_CODING_AGENT_DIR": str(self.agent_dir),
+            "PI_OFFLINE": "1",
+            "PI_TELEMETRY": "0",
+            "HOME": str(self.home),
+            API_KEY_ENV: API_KEY,
+            "TF_FSM_ROOT": str(self.project),
+            **extra,
+        }
+
+    def tf(self, *args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tf_fsm", *args],
+            cwd=self.project,
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    # -- observation -------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return json.loads((self.dir / "retry-state.json").read_text(encoding="utf-8"))
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        lines = (self.dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+        evs = [json.loads(line) for line in lines if line.strip()]
+        return [e for e in evs if name is None or e["event"] == name]
+
+    def status(self) -> dict[str, Any]:
+        result = self.tf("status", TICKET_ID, "--json")
+        assert result.returncode == 0, result.stderr
+        row: dict[str, Any] = json.loads(result.stdout)
+        return row

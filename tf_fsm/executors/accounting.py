@@ -1,0 +1,135 @@
+"""Usage, cost and failure class per attempt and per ticket, read from the journal; the budget.
+
+The journal is the record: every invocation's `InvocationFinished` carries what its CLI
+reported, restarts and failed ones included (their tokens were spent too). Sums count from the
+last `RetryStateReset`, so `--retry-reset` also starts a fresh budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tf_fsm import journal as ev
+from tf_fsm.config import LoadedSettings
+from tf_fsm.executors.failures import BUDGET, QUALITY
+from tf_fsm.executors.usage import Usage
+from tf_fsm.state import Attempt, RetryState
+
+if TYPE_CHECKING:
+    from tf_fsm.orchestrator import Outcome, TicketRun
+
+
+def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
+    resets = [i for i, e in enumerate(events) if isinstance(e, ev.RetryStateReset)]
+    return events[resets[-1] + 1 :] if resets else events
+
+
+def usage_of(events: Sequence[ev.Event]) -> Usage | None:
+    """The summed usage of these events' invocations; None when no invocation reported any."""
+    reported = [
+        Usage.from_json(e.usage)
+        for e in events
+        if isinstance(e, ev.InvocationFinished) and e.usage is not None
+    ]
+    return sum(reported, Usage()) if reported else None
+
+
+def ticket_usage(events: Sequence[ev.Event]) -> Usage | None:
+    return usage_of(since_reset(events))
+
+
+def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event]:
+    """The events of the latest attempt numbered `number` (numbers restart after a close)."""
+    recent = since_reset(events)
+    starts = [
+        i
+        for i, e in enumerate(recent)
+        if isinstance(e, ev.AttemptStarted) and e.attempt == number
+    ]
+    tail = recent[starts[-1] :] if starts else recent
+    return [e for e in tail if e.attempt == number]
+
+
+def replace_current(state: RetryState, attempt: Attempt) -> RetryState:
+    return state.model_copy(update={"attempts": [*state.attempts[:-1], attempt]})
+
+
+def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
+    if status == "blocked":
+        return QUALITY
+    if status != "error":
+        return None
+    failed = [e for e in events if isinstance(e, ev.PhaseFailed)]
+    return failed[-1].failureClass if failed else None
+
+
+def record_attempt(run: TicketRun, state: RetryState, status: str) -> RetryState:
+    """Write the attempt's usage and failure class into retry-state.json (optional fields)."""
+    cur = state.current
+    if cur is None:
+        return state
+    run.flush()  # events held back for one fsync must be on disk before the journal is read
+    events = attempt_events(run.store.read_events().events, cur.attemptNumber)
+    usage, cls = usage_of(events), failure_class(events, status)
+    data = cur.to_json_dict()
+    if usage is not None:
+        data["usage"] = usage.to_json()
+    if cls is not None:
+        data["failureClass"] = cls
+    else:
+        data.pop("failureClass", None)  # a resumed attempt that then closed failed no more
+    if data == cur.to_json_dict():
+        return state
+    # Rebuilt, not copied, so that a cleared failureClass is absent rather than null.
+    return run._save(replace_current(state, Attempt.model_validate(data)))
+
+
+def over_budget(events: Sequence[ev.Event], settings: LoadedSettings) -> tuple[float, float] | None:
+    """(spent, budget) when workflow.escalation.maxCostUsd is set and spent, else None."""
+    budget = settings.workflow.escalation.maxCostUsd
+    if budget is None:
+        return None
+    spent = (ticket_usage(events) or Usage()).cost_usd
+    return (spent, budget) if spent >= budget else None
+
+
+def budget_reason(spent: float, budget: float) -> str:
+    return (
+        f"budget: ${spent:.4f} of ${budget:.4f} spent (workflow.escalation.maxCostUsd); no "
+        "further attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
+    )
+
+
+def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
+    """Before an attempt starts (or escalates): the outcome that ends the run when the
+    ticket's budget is spent, journaled once per refusal; None when the attempt may start."""
+    if state is None or run.settings.workflow.escalation.maxCostUsd is None:
+        return None  # no budget, or nothing has run since the last reset
+    run.flush()
+    spent = over_budget(run.store.read_events().events, run.settings)
+    if spent is None:
+        return None
+    reason = budget_reason(*spent)
+    cur = state.current
+    run._event(
+        ev.BudgetExhausted,
+        cur.attemptNumber if cur else None,
+        spentUsd=round(spent[0], 6),
+        maxCostUsd=spent[1],
+        reason=reason,
+    )
+    return run._outcome(state, "exhausted", 0, reason)
+
+
+__all__ = [
+    "BUDGET",
+    "attempt_events",
+    "budget_reason",
+    "failure_class",
+    "over_budget",
+    "record_attempt",
+    "refuse_over_budget",
+    "ticket_usage",
+    "usage_of",
+]
