@@ -13,6 +13,20 @@ import pytest
 DATA = Path(__file__).parent / "data"
 
 
+def tk_ticket(
+    ticket_id: str,
+    title: str = "Add a depth limit to the parser",
+    body: str = "The parser recurses without bound on nested input.",
+    tags: str = "[component:parser]",
+) -> str:
+    """A ticket file as `tk create` writes it."""
+    return (
+        f"---\nid: {ticket_id}\nstatus: open\ndeps: []\nlinks: []\n"
+        f"created: 2026-02-10T12:00:00Z\ntype: task\npriority: 2\ntags: {tags}\n---\n"
+        f"# {title}\n\n{body}\n"
+    )
+
+
 @pytest.fixture(autouse=True)
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own empty project root, and tf_fsm is pointed at it."""

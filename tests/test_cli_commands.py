@@ -10,28 +10,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, tk_ticket
 from tf_fsm.config import load_settings
 from tf_fsm.state import SEVERITIES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 STRONG = "openai-codex/gpt-5.3-codex"
 
-TICKET = """\
----
-id: {id}
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
-tags: [component:parser]
----
-# Add a depth limit to the parser
-
-The parser recurses without bound on nested input.
-"""
+TICKET = tk_ticket("{id}")
 
 
 def write_ticket(root: Path, ticket_id: str = "pt-1") -> Path:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import tk_ticket
 from tf_fsm.config import load_settings
 from tf_fsm.journal import InvocationFinished
 from tf_fsm.orchestrator import Outcome, RunOptions, knowledge_dir, run_ticket
@@ -15,19 +16,7 @@ from tf_fsm.state import RetryState
 from tf_fsm.store import TicketStore
 from tf_fsm.tickets import read
 
-TICKET = """---
-id: pt-1
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
----
-# Add a depth limit
-
-Body.
-"""
+TICKET = tk_ticket("pt-1", title="Add a depth limit", body="Body.")
 STRONG = "openai-codex/gpt-5.3-codex"
 MAJOR_HARD = {"id": "M", "severity": "Major", "text": "`a.py:1` - hard", "fixedBy": [STRONG]}
 MAJOR_NEVER = {"id": "N", "severity": "Major", "text": "`a.py:2` - never", "fixedBy": []}

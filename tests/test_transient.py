@@ -271,9 +271,7 @@ def test_pi_provider_errors_past_the_restarts_end_in_error_then_resume(
         resumed = proj.tf("resume", TICKET_ID)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     state = proj.state()
-    assert [(a["status"], a.get("failureClass")) for a in state["attempts"]] == [
-        ("closed", None)
-    ]
+    assert [(a["status"], a.get("failureClass")) for a in state["attempts"]] == [("closed", None)]
 
 
 def test_pi_hanging_past_the_timeout_is_restarted(project: Path, tmp_path: Path) -> None:

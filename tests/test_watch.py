@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import tk_ticket
 from tf_fsm.errors import TicketLockedError
 from tf_fsm.orchestrator import QuietObserver, run_ticket
 from tf_fsm.store import TicketStore
@@ -30,21 +31,7 @@ from tf_fsm.watch import Watch, awaiting, own_file
 AGENT = Path(__file__).resolve().parent / "fake_agent.py"
 WAIT = 30.0
 STABLE = 0.3
-TICKET = """\
----
-id: {id}
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
-tags: []
----
-# Ticket {id}
-
-Do the thing.
-"""
+TICKET = tk_ticket("{id}", title="Ticket {id}", body="Do the thing.", tags="[]")
 Settings = Callable[[dict[str, Any]], Path]
 
 

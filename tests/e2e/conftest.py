@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, tk_ticket
 
 AGENT = Path(__file__).resolve().parent.parent / "fake_agent.py"
 TICKET_ID = "pt-1"
@@ -33,21 +33,7 @@ NO_ESCALATION = {"fixer": None, "reviewerSecondOpinion": None, "worker": None}
 FIXER_ESCALATED = {"fixer": STRONG, "reviewerSecondOpinion": None, "worker": None}
 STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 
-TICKET_TEXT = """\
----
-id: pt-1
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
-tags: [component:parser]
----
-# Add a depth limit to the parser
-
-The parser recurses without bound on nested input.
-"""
+TICKET_TEXT = tk_ticket("pt-1")
 
 
 def counts(**nonzero: int) -> dict[str, int]:

@@ -86,7 +86,9 @@ def test_pi_runs_a_whole_lifecycle_with_usage_and_cost(
     assert "failureClass" not in attempt
     status = proj.status()
     assert (status["usage"], status["costUsd"], status["failureClass"]) == (
-        total, total["costUsd"], None
+        total,
+        total["costUsd"],
+        None,
     )
 
     # The environment passed through (pi authenticated with the key), but no file tf_fsm
@@ -121,7 +123,9 @@ def test_pi_budget_stops_escalation(pi: str, project: Path, tmp_path: Path) -> N
     assert (refusal["spentUsd"], refusal["maxCostUsd"]) == (0.0096, 0.005)
     status = proj.status()
     assert (status["failureClass"], status["costUsd"], status["budgetLeftUsd"]) == (
-        "budget", 0.0096, 0.0
+        "budget",
+        0.0096,
+        0.0,
     )
     again = proj.tf("run", TICKET_ID)  # refused before any agent runs
     assert again.returncode == 4 and "budget:" in again.stderr

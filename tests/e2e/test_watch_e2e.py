@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, tk_ticket
 from tests.e2e.conftest import Harness, alive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,21 +35,9 @@ NO_FINDINGS = "".join(
     for h in ("Critical (must fix)", "Major (should fix)", "Minor (nice to fix)")
 )
 
-TICKET = """\
----
-id: {id}
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
-tags: []
----
-# Ticket {id}
-
-Make the parser stop recursing without bound.
-"""
+TICKET = tk_ticket(
+    "{id}", title="Ticket {id}", body="Make the parser stop recursing without bound.", tags="[]"
+)
 
 
 # -- the second process: a person handing artifacts in ------------------------------------------

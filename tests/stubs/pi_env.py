@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import tk_ticket
+
 #: the pi release these tests ran against (CI installs exactly this one)
 PI_VERSION = "0.73.1"
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
@@ -42,21 +44,7 @@ MODELS = {
     "strong": "fixer-strong",
 }
 
-TICKET_TEXT = """\
----
-id: pt-1
-status: open
-deps: []
-links: []
-created: 2026-02-10T12:00:00Z
-type: task
-priority: 2
-tags: [component:parser]
----
-# Add a depth limit to the parser
-
-The parser recurses without bound on nested input.
-"""
+TICKET_TEXT = tk_ticket("pt-1")
 
 
 def find_pi() -> str | None:
