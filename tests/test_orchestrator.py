@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import tk_ticket
-from tf_fsm.config import load_settings
+from tf_fsm.config import knowledge_dir, load_settings
 from tf_fsm.journal import InvocationFinished
-from tf_fsm.orchestrator import Outcome, RunOptions, knowledge_dir, run_ticket
+from tf_fsm.orchestrator import Outcome, RunOptions, run_ticket
 from tf_fsm.state import RetryState
 from tf_fsm.store import TicketStore
 from tf_fsm.tickets import read

@@ -229,8 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
-    from tf_fsm.config import load_settings
-    from tf_fsm.orchestrator import knowledge_dir
+    from tf_fsm.config import knowledge_dir, load_settings
     from tf_fsm.status import next_step
     from tf_fsm.store import TicketStore
 

@@ -339,6 +339,12 @@ class LoadedSettings:
         return self.settings.workflow.escalation.maxRetries
 
 
+def knowledge_dir(root: Path, settings: LoadedSettings) -> Path:
+    """`workflow.knowledgeDir`, relative to the project root unless absolute."""
+    configured = Path(settings.workflow.knowledgeDir)
+    return configured if configured.is_absolute() else root / configured
+
+
 def init_settings() -> dict[str, Any]:
     """What `tf-fsm init` writes: every key tf_fsm reads, at its default (docs/settings.md)."""
     data = copy.deepcopy(PACKAGE_DEFAULTS)

@@ -70,8 +70,7 @@ def run_demo(where: Path | None = None) -> tuple[Outcome, Path]:
 
 
 def _summarize(root: Path, outcome: Outcome) -> None:
-    from tf_fsm.config import load_settings
-    from tf_fsm.orchestrator import knowledge_dir
+    from tf_fsm.config import knowledge_dir, load_settings
     from tf_fsm.store import TicketStore
 
     store = TicketStore(knowledge_dir(root, load_settings(root)), DEMO_TICKET)

@@ -97,8 +97,7 @@ def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
 
 def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
-    from tf_fsm.config import load_settings
-    from tf_fsm.orchestrator import knowledge_dir
+    from tf_fsm.config import knowledge_dir, load_settings
     from tf_fsm.store import TicketStore
 
     store = TicketStore(knowledge_dir(root, load_settings(root)), ticket_id)

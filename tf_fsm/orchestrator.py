@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from tf_fsm import context, tickets
 from tf_fsm import journal as ev
-from tf_fsm.config import LoadedSettings, load_settings
+from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
 from tf_fsm.escalation import resolve, should_retry
@@ -104,11 +104,6 @@ class QuietObserver:
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def knowledge_dir(root: Path, settings: LoadedSettings) -> Path:
-    configured = Path(settings.workflow.knowledgeDir)
-    return configured if configured.is_absolute() else root / configured
 
 
 class TicketRun:

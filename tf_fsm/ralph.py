@@ -24,11 +24,10 @@ from types import FrameType
 from typing import Any
 
 from tf_fsm import selection, tickets
-from tf_fsm.config import LoadedSettings
+from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors.accounting import budget_reason, over_budget
-from tf_fsm.orchestrator import knowledge_dir
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
 from tf_fsm.ralph_worker import lock_holder, open_attempt, read_state_json

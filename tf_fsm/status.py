@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm import journal as ev
-from tf_fsm.config import LoadedSettings
+from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.detection import evaluate
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import retries_left, should_retry, should_skip
@@ -17,21 +17,16 @@ from tf_fsm.state import RetryState
 from tf_fsm.store import TICKET_ID_RE, TicketStore
 
 
-def _knowledge(root: Path, settings: LoadedSettings) -> Path:
-    configured = Path(settings.workflow.knowledgeDir)
-    return configured if configured.is_absolute() else root / configured
-
-
 def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
     """Tickets with a state directory, sorted by id."""
-    base = _knowledge(root, settings) / "tickets"
+    base = knowledge_dir(root, settings) / "tickets"
     if not base.is_dir():
         return []
     return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
 
 
 def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
-    store = TicketStore(_knowledge(root, settings), ticket_id)
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
     state = store.load_retry_state()
     cur = state.current if state else None
     escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []
@@ -129,7 +124,7 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
-    store = TicketStore(_knowledge(root, settings), ticket_id)
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
     verdict = evaluate(
         settings.workflow.failOn,
         close_summary=store.read_artifact("close-summary.md"),

@@ -28,10 +28,10 @@ from watchdog.observers import Observer
 
 from tf_fsm import journal as ev
 from tf_fsm import tickets
-from tf_fsm.config import LoadedSettings, load_settings
+from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.errors import TfFsmError, TicketLockedError
 from tf_fsm.executors import Executor, make_executor
-from tf_fsm.orchestrator import Outcome, knowledge_dir, run_ticket
+from tf_fsm.orchestrator import Outcome, run_ticket
 from tf_fsm.status import tracked_tickets
 from tf_fsm.store import TICKET_ID_RE, TicketStore, validate_ticket_id
 

@@ -43,9 +43,7 @@ def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event
     """The events of the latest attempt numbered `number` (numbers restart after a close)."""
     recent = since_reset(events)
     starts = [
-        i
-        for i, e in enumerate(recent)
-        if isinstance(e, ev.AttemptStarted) and e.attempt == number
+        i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted) and e.attempt == number
     ]
     tail = recent[starts[-1] :] if starts else recent
     return [e for e in tail if e.attempt == number]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm._process import run_process, tail
-from tf_fsm.config import LoadedSettings
+from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.escalation import resolve
 from tf_fsm.executors.base import Invocation
 from tf_fsm.executors.command import CommandExecutor
@@ -56,8 +56,7 @@ class Diagnosis:
 
 def _invocations(root: Path, settings: LoadedSettings) -> list[tuple[int, Invocation]]:
     """One invocation per phase and role, on attempts 1, 2 and 3 (escalation changes models)."""
-    tickets = Path(settings.workflow.knowledgeDir)
-    ticket_dir = (tickets if tickets.is_absolute() else root / tickets) / "tickets" / SAMPLE_TICKET
+    ticket_dir = knowledge_dir(root, settings) / "tickets" / SAMPLE_TICKET
     single = [(phase, role, artifact) for phase, (role, artifact) in SINGLE_ROLE.items()]
     reviews = [("review", role, name) for role, name in REVIEW_FILES.items()]
     calls = [*single[:2], *reviews, *single[2:]]  # phase order: research ... close

@@ -47,8 +47,7 @@ class Preset:
         if provider in self.native_providers:
             return ident, None
         return ident, (
-            f"model {model}: {self.name} does not know provider {provider!r}; "
-            f"passed as {ident!r}"
+            f"model {model}: {self.name} does not know provider {provider!r}; passed as {ident!r}"
         )
 
     def thinking_arg(self, thinking: str | None) -> tuple[str | None, str | None]:
