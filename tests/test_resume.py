@@ -127,3 +127,30 @@ def test_resume_and_status_commands(project: Path) -> None:
     assert json.loads(done_.stdout)["status"] == "closed"
     final = json.loads(run_cli("status", "pt-1", "--json").stdout)
     assert final["state"] == "closed" and final["next"].startswith("nothing: closed")
+
+
+def test_plan_and_run_agree_on_the_trigger_a_crashed_run_intended(project: Path) -> None:
+    """A run that blocked attempt 1 and meant to retry at once (TicketBlocked.autoRetry) died
+    before starting attempt 2: both `run --plan` and `run` continue with quality_gate."""
+    (project / ".tickets").mkdir()
+    (project / ".tickets/pt-1.md").write_text(TICKET)
+    never = {"id": "N", "severity": "Major", "text": "`a.py:1` - x", "fixedBy": []}
+    (project / "s.json").write_text(json.dumps({"findings": [never]}))
+    settings = {
+        "workflow": {"escalation": {"enabled": True, "models": {"fixer": "fixer"}}},
+        "executor": {"kind": "scripted", "scenario": "s.json"},
+    }
+    (project / ".tf/config/settings.json").write_text(json.dumps(settings))
+    assert run_cli("run", "pt-1", "--once").returncode == 3  # --once: no auto retry intended
+    plan = json.loads(run_cli("run", "pt-1", "--plan", "--json").stdout)
+    assert (plan["attempt"], plan["trigger"]) == (2, "manual_retry")
+    journal = project / ".tf/knowledge/tickets/pt-1/events.jsonl"
+    lines = journal.read_text().splitlines()
+    blocked = [i for i, line in enumerate(lines) if '"TicketBlocked"' in line][-1]
+    lines[blocked] = lines[blocked].replace('"autoRetry":false', '"autoRetry":true')
+    journal.write_text("\n".join(lines) + "\n")
+    plan = json.loads(run_cli("run", "pt-1", "--plan", "--json").stdout)
+    assert (plan["attempt"], plan["trigger"]) == (2, "quality_gate")
+    assert run_cli("run", "pt-1", "--once").returncode == 3
+    state = json.loads((project / ".tf/knowledge/tickets/pt-1/retry-state.json").read_text())
+    assert [a["trigger"] for a in state["attempts"]] == ["initial", "quality_gate"]

@@ -198,11 +198,7 @@ class TicketRun:
                 return self._outcome(state, "exhausted", 0, reason)
             if (refused := refuse_over_budget(self, state)) is not None:
                 return refused
-            first = cur is None or cur.status == "closed"
-            trigger = "initial" if first else self.options.retry_trigger
-            if not first and state is not None and self._auto_retry_due(state):
-                trigger = "quality_gate"  # the crashed run was about to start it itself
-            attempt, state = self._begin(state, trigger)
+            attempt, state = self._begin(state, self.next_trigger(state))
         runs = 1
         while True:
             state, status, reason = self._run_attempt(attempt, state)
@@ -242,9 +238,18 @@ class TicketRun:
 
     # -- attempt boundaries -------------------------------------------------------------------
 
-    def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
-        state = state or new_state(self.ticket_id, self.now())
-        number = state.next_attempt_number
+    def next_trigger(self, state: RetryState | None) -> str:
+        """The trigger of the next new attempt (read-only; `run --plan` asks it too)."""
+        cur = state.current if state else None
+        if state is None or cur is None or cur.status == "closed":
+            return "initial"
+        if self._auto_retry_due(state):
+            return "quality_gate"  # the crashed run was about to start it itself
+        return self.options.retry_trigger
+
+    def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
+        """What the next new attempt would run with (read-only; `run --plan` shows it)."""
+        number = state.next_attempt_number if state else 1
         resolution = resolve(number, self.settings, frontmatter=self.prompts.frontmatter())
         plan = phase_plan(number, self.settings, self.options.research, resolution)
         facts = AttemptFacts(
@@ -253,13 +258,19 @@ class TicketRun:
             retries_left=1,  # checked by should_retry just before; the guard re-checks it
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
         )
-        prior = prior_failure(
-            state,
-            self.store.read_artifact,
-            list(self.settings.workflow.failOn),
-            self.store.redactor,
+        fail_on = list(self.settings.workflow.failOn)
+        prior = (
+            prior_failure(state, self.store.read_artifact, fail_on, self.store.redactor)
+            if state
+            else None
         )
-        attempt = AttemptContext(number, trigger, resolution, plan, facts, prior)
+        return AttemptContext(number, trigger, resolution, plan, facts, prior)
+
+    def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
+        state = state or new_state(self.ticket_id, self.now())
+        attempt = self.new_attempt_context(state, trigger)
+        number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
+        prior = attempt.prior_failure
         PhaseRunner(self, attempt).check_templates()  # before anything is written
         state = self._save(
             start_attempt(

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tf_fsm.context import AttemptContext, prior_failure
+from tf_fsm.context import AttemptContext
 from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
 from tf_fsm.phases import PhaseRunner, phase_plan
@@ -18,13 +19,12 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
     """(action, the attempt it would run, why). Mirrors TicketRun._drive, read-only."""
     state = run.store.load_retry_state()
     cur = state.current if state else None
-    if (
-        state is not None
-        and cur is not None
-        and cur.status == "closed"
-        and run.ticket.status == "closed"
-    ):
-        return "already_closed", None, "the ticket is already closed"
+    if state is not None and cur is not None and cur.status == "closed":
+        if run.ticket.status == "closed":
+            return "already_closed", None, "the ticket is already closed"
+        if not run._closed_in_tk(cur.attemptNumber, cur.startedAt):
+            why = "retry-state.json records the close; run would only close the tk ticket"
+            return "already_closed", None, why
     if state is not None and cur is not None and state.has_open_attempt:
         attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger)
         point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
@@ -35,23 +35,13 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
         return "resume", attempt, why
     if state is not None and not should_retry(state, run.settings):
         return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
-    first = cur is None or cur.status == "closed"
-    trigger = "initial" if first else run.options.retry_trigger
-    number = state.next_attempt_number if state else 1
-    resolution = resolve(number, run.settings, frontmatter=run.prompts.frontmatter())
-    plan = phase_plan(number, run.settings, run.options.research, resolution)
-    facts = AttemptFacts(
-        run.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
-    )
-    prior = (
-        prior_failure(
-            state, run.store.read_artifact, list(run.settings.workflow.failOn), run.store.redactor
-        )
-        if state
-        else None
-    )
-    why = "first attempt" if first else f"retry after a blocked attempt ({trigger})"
-    return "new_attempt", AttemptContext(number, trigger, resolution, plan, facts, prior), why
+    if state is not None and run.settings.workflow.escalation.maxCostUsd is not None:
+        spent = over_budget(run.store.read_events().events, run.settings)
+        if spent is not None:
+            return "exhausted", None, budget_reason(*spent)
+    trigger = run.next_trigger(state)
+    why = "first attempt" if trigger == "initial" else f"retry after a blocked attempt ({trigger})"
+    return "new_attempt", run.new_attempt_context(state, trigger), why
 
 
 def plan(run: TicketRun) -> dict[str, Any]:
