@@ -20,6 +20,7 @@ from tf_fsm.prompts import (
     PRIOR_FENCED_CAP,
     PromptLibrary,
     PromptTemplateError,
+    _environment,
     fence_untrusted,
     split_frontmatter,
 )
@@ -305,3 +306,23 @@ def test_wheel_install_renders_every_template(tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "['packaged']"
+
+
+def test_compiled_templates_are_shared_but_an_edit_or_a_new_override_is_seen(
+    project: Path,
+) -> None:
+    """Templates compile once per process (a `ralph` or `watch` runs many tickets), yet an
+    override added, or edited, while the process runs is what the next render uses."""
+    context = {"n": 1}
+    (project / ".tf/prompts").mkdir(parents=True)
+    name = "tf-note.md.j2"
+    (project / ".tf/prompts" / name).write_text("first {{ n }}\n")
+    assert PromptLibrary(project).render(name, context) == "first 1\n"
+    (project / ".tf/prompts" / name).write_text("second, longer {{ n }}\n")
+    assert PromptLibrary(project).render(name, context) == "second, longer 1\n"
+    # A packaged template is compiled, then a project file of the same name appears.
+    library = PromptLibrary(project)
+    assert library.find("tf-fix.md.j2").origin == "packaged"
+    _environment(library.dirs).get_template("tf-fix.md.j2")
+    (project / ".tf/prompts/tf-fix.md.j2").write_text("override {{ n }}\n")
+    assert PromptLibrary(project).render("tf-fix.md.j2", context) == "override 1\n"

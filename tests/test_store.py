@@ -585,3 +585,22 @@ def test_lock_is_released_when_the_body_raises(store: TicketStore) -> None:
         raise RuntimeError("boom")
     with store.lock():
         pass
+
+
+def test_an_artifact_that_is_itself_a_symlink_out_is_refused(
+    store: TicketStore, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("theirs\n")
+    store.dir.mkdir(parents=True)
+    (store.dir / "notes.md").symlink_to(outside)
+    with pytest.raises(InvalidArtifactNameError, match="outside"):
+        store.write_artifact("notes.md", "x")
+    assert outside.read_text() == "theirs\n"
+
+
+def test_a_symlink_that_stays_inside_the_ticket_directory_is_allowed(store: TicketStore) -> None:
+    (store.dir / "real").mkdir(parents=True)
+    (store.dir / "alias").symlink_to(store.dir / "real")
+    store.write_artifact("alias/x.md", "x\n")
+    assert (store.dir / "real" / "x.md").read_text() == "x\n"

@@ -6,12 +6,13 @@ not just the direct child.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,15 +20,25 @@ KILL_GRACE_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too,
-    so an orphaned agent never writes into a ticket another run has resumed."""
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the parent: the child, between fork and exec, then
+    only calls it (importing ctypes there cost milliseconds per agent)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
     except (OSError, AttributeError):  # not Linux: the process group timeout still applies
-        pass
+        return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too,
+    so an orphaned agent never writes into a ticket another run has resumed."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ def run_process(
     timeout: float | None = None,
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout."""
+    linux = sys.platform == "linux" and _prctl() is not None
     started = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -75,7 +87,7 @@ def run_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        preexec_fn=_die_with_parent if linux else None,
     )
     data = stdin.encode() if stdin is not None else None
     timed_out = False

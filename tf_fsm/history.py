@@ -98,6 +98,7 @@ def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
 def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
     from tf_fsm.config import knowledge_dir, load_settings
+    from tf_fsm.resume import live_phase
     from tf_fsm.store import TicketStore
 
     store = TicketStore(knowledge_dir(root, load_settings(root)), ticket_id)
@@ -106,8 +107,10 @@ def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
         raise TicketError(store.journal_path, f"no journal: {ticket_id} has not been run yet")
     state = store.load_retry_state()
     cur = state.current if state else None
-    current = fsm.state_of_attempt(cur.status if cur else None, cur.phase if cur else None)
-    return replay(ticket_id, store.read_events().events, current), store
+    events = store.read_events().events
+    phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
+    current = fsm.state_of_attempt(cur.status if cur else None, phase)
+    return replay(ticket_id, events, current), store
 
 
 def backlog_history(root: Path) -> History:

@@ -2,7 +2,8 @@
 
 The machine decides which moves are legal, the escalation policies decide the models,
 detection and the gate decide blocked or closed; this module runs the agents, persists each
-step (retry-state at every boundary, the journal at every step) and reports progress.
+step (retry-state at every attempt boundary, the journal at every step; a phase's events cost
+one fsync, see TicketStore.batch) and reports progress.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
 from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors import Executor, make_executor
-from tf_fsm.executors.accounting import record_attempt, refuse_over_budget
+from tf_fsm.executors.accounting import refuse_over_budget, with_accounting
 from tf_fsm.machine import (
     BLOCKED,
     INITIAL,
@@ -123,24 +124,20 @@ class TicketRun:
         self.ticket = tickets.read(root, ticket_id)
         self.executor, self.observer, self.now = executor, observer, now
         self.prompts = PromptLibrary(root)
-        self._pending: list[ev.Event] = []
 
     # -- persistence helpers --------------------------------------------------------------
 
     def _event(
         self, cls: type[ev.Event], attempt: int | None, flush: bool = True, **fields: Any
     ) -> None:
-        """Journal an event. `flush=False` holds it back to go out, in the same fsynced append,
-        with the next flushed one: a phase's events cost one fsync, not four. Only events a
-        resume does not depend on (PhaseStarted, InvocationFinished, ...) are held back."""
+        """Journal an event. Written at once; `flush=False` leaves its fsync to the next flushed
+        event, so a phase's events cost one fsync, not four. Only events a resume does not
+        depend on (PhaseStarted, InvocationFinished, ...) go unflushed."""
         event = cls(ts=ev.timestamp(self.now()), ticket=self.ticket_id, attempt=attempt, **fields)
-        self._pending.append(event)
-        if flush:
-            self.flush()
+        self.store.append_event(event, durable=flush)
 
     def flush(self) -> None:
-        pending, self._pending = self._pending, []
-        self.store.append_events(pending)
+        self.store.sync()
 
     def _save(self, state: RetryState, sync_dir: bool = True) -> RetryState:
         self.store.save_retry_state(state, sync_dir=sync_dir)
@@ -162,11 +159,10 @@ class TicketRun:
 
     def run(self) -> Outcome:
         self.executor.check()
-        with self.store.lock():
-            try:
-                return self._locked_run()
-            finally:
-                self.flush()  # e.g. Ctrl-C mid-phase: what was journaled so far still lands
+        # The batch ends (everything written made durable) before the lock is released, also
+        # on Ctrl-C mid-phase.
+        with self.store.lock(), self.store.batch():
+            return self._locked_run()
 
     def _locked_run(self) -> Outcome:
         if self.options.retry_reset:
@@ -202,7 +198,6 @@ class TicketRun:
         runs = 1
         while True:
             state, status, reason = self._run_attempt(attempt, state)
-            state = record_attempt(self, state, status)  # usage and failure class (issue #9)
             if status in ("closed", "error", "waiting"):
                 return self._outcome(state, status, runs, reason)
             if not should_retry(state, self.settings):
@@ -281,24 +276,32 @@ class TicketRun:
                 now=self.now(),
             )
         )
-        self._journal_start(attempt)
+        # Unflushed: made durable with the first phase's events (a crash before that is
+        # resumed from retry-state.json, which journals the start again).
+        self._journal_start(attempt, flush=False)
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         if escalated:
             reason = "; ".join(resolution.roles[r].reason for r in escalated)
             self._event(
-                ev.EscalationApplied, number, roles=escalated, tier=resolution.tier, reason=reason
-            )
+                ev.EscalationApplied, number, flush=False, roles=escalated, tier=resolution.tier,
+                reason=reason,
+            )  # fmt: skip
         if number > 1 and not plan["research"][0] and self.options.research is not False:
             self._event(
                 ev.ResearchSkippedOnRetry,
                 number,
+                flush=False,
                 attemptCount=number - 1,
                 lastFailureKind=prior["kind"] if prior else "unknown",
             )
         self._write_chain_context(attempt)
+        self._mark_in_progress()
+        return attempt, state
+
+    def _mark_in_progress(self) -> None:
         if self.ticket.status == "open":
             self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
-        return attempt, state
+            self.ticket = tickets.read(self.root, self.ticket_id)
 
     def _close_note(self, number: int, started: str) -> str:
         return f"tf-fsm: closed attempt {number} (started {started})"
@@ -318,11 +321,12 @@ class TicketRun:
         )
         self.ticket = tickets.read(self.root, self.ticket_id)
 
-    def _journal_start(self, attempt: AttemptContext) -> None:
+    def _journal_start(self, attempt: AttemptContext, flush: bool = True) -> None:
         res = attempt.resolution
         self._event(
             ev.AttemptStarted,
             attempt.number,
+            flush=flush,
             trigger=attempt.trigger,
             escalation=res.escalation_record().to_json_dict(),
             models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
@@ -363,8 +367,7 @@ class TicketRun:
             self._journal_start(attempt)
         # The attempt may have died before these were written; they are cheap to write again.
         self._write_chain_context(attempt)
-        if self.ticket.status == "open":
-            self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
+        self._mark_in_progress()
         self._event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
         self.observer.note(
             self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
@@ -421,10 +424,7 @@ class TicketRun:
                 if phase == "close" and attempt.finished:
                     machine.fire(model, "complete")  # close completed before the crash
                     continue
-                if phase in attempt.facts.runs:
-                    # The journal records progress durably; this copy is for people and views.
-                    state = self._save(update_current(state, phase=phase), sync_dir=False)
-                else:
+                if phase not in attempt.facts.runs:
                     self._event(
                         ev.PhaseSkipped,
                         attempt.number,
@@ -434,25 +434,32 @@ class TicketRun:
                     )
                     machine.fire(model, "skip")
                     continue
-                failure = runner.run(phase)
+                try:
+                    failure = runner.run(phase)
+                except KeyboardInterrupt:
+                    # Where it stopped, for people reading retry-state.json; a resume goes by
+                    # the journal and the artifacts, so a SIGKILL (no chance to save) is fine.
+                    self._save(update_current(state, phase=phase))
+                    raise
                 if failure == WAITING and runner.waiting:
                     # Not an error: the attempt stays in progress at this phase.
-                    return state, "waiting", runner.waiting
+                    waiting = with_accounting(self, update_current(state, phase=phase), "waiting")
+                    return self._save(waiting), "waiting", runner.waiting
                 if failure is not None:
                     machine.fire(model, "fail")
-                    state = self._save(
-                        finish_attempt(
-                            state,
-                            status="error",
-                            counts=None,
-                            max_retries=self.settings.max_retries,
-                            now=self.now(),
-                            reason=failure,
-                        )
+                    ended = finish_attempt(
+                        update_current(state, phase=phase),
+                        status="error",
+                        counts=None,
+                        max_retries=self.settings.max_retries,
+                        now=self.now(),
+                        reason=failure,
                     )
+                    state = self._save(with_accounting(self, ended, "error"))
                     self._event(
                         ev.AttemptFinished,
                         attempt.number,
+                        flush=False,  # after the state that records it; synced by the batch
                         status="error",
                         counts=None,
                         reason=failure,
@@ -470,7 +477,7 @@ class TicketRun:
         status: Literal["closed", "blocked"] = "closed" if closed else "blocked"
         before = state.retryCount
         ended = finish_attempt(
-            state,
+            update_current(state, phase="close"),
             status=status,
             counts=runner.post_counts,
             max_retries=self.settings.max_retries,
@@ -494,12 +501,13 @@ class TicketRun:
                 maxRetries=self.settings.max_retries,
                 autoRetry=auto,
             )
-        state = self._save(ended)
+        state = self._save(with_accounting(self, ended, status))
         if closed:  # tk is told last: the retry state is the record a crash must not lose
             self._close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
         self._event(
             ev.AttemptFinished,
             attempt.number,
+            flush=False,  # after the state that records it; synced by the batch
             status=status,
             counts=runner.post_counts,
             reason=runner.gate_reason,

@@ -202,7 +202,7 @@ class PhaseRunner:
             run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
             result = run.executor.invoke(invocation)
             if result.waiting:
-                run.store.write_artifact(log_name, result.log)
+                run.store.write_artifact(log_name, result.log, sync_dir=False)
                 run._event(
                     ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
                     promptFile=str(prompt_file),
@@ -220,11 +220,11 @@ class PhaseRunner:
             restart = failure_class in TRANSIENT and restarts < conf.maxRestarts
             # A try that is restarted keeps its log apart, as the evidence for the restart.
             name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
-            log_path = run.store.write_artifact(name, result.log)
+            log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
             run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
             sha = _sha256(output.read_bytes()) if output.exists() else None
             run._event(
-                ev.InvocationFinished, n, phase=phase, role=role, model=chosen.model,
+                ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
                 artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),
                 usage=result.usage.to_json() if result.usage else None,
                 failureClass=failure_class,
@@ -364,6 +364,7 @@ class PhaseRunner:
         self.run_._event(
             ev.GateEvaluated,
             self.attempt.number,
+            flush=False,  # durable with the phase's completion; a crash re-runs the verify
             name="review-counts",
             passed=passed,
             counts=post,
@@ -408,7 +409,7 @@ class PhaseRunner:
             log = f"gates/attempt-{n}/{result.name}-try-{round_}.log"
             run.store.write_artifact(log, f"# {result.summary}\n{result.output}", sync_dir=False)
             run._event(
-                ev.GateEvaluated, n, name=result.name, passed=result.passed,
+                ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
                 exitCode=result.exit_code, durationMs=round(result.duration * 1000),
                 innerTry=round_, required=result.required, reason=result.summary,
             )  # fmt: skip

@@ -97,29 +97,73 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, str], str, int]:
     return meta, "\n".join(lines[end + 1 :]), end + 1
 
 
+Dirs = tuple[tuple[str, Path], ...]
+
+
+def _locate(dirs: Dirs, name: str) -> Template:
+    for origin, directory in dirs:
+        path = directory / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            meta, body, offset = split_frontmatter(text, path)
+            return Template(name, path, origin, meta, body, offset)
+    looked = ", ".join(str(d) for _, d in dirs)
+    raise PromptTemplateError(name, f"not found (looked in {looked})")
+
+
+def _signature(dirs: Dirs, name: str) -> tuple[str, int, int] | None:
+    """Which file `name` is now, and its mtime and size: a compiled template is reused while
+    this stays the same (an override added or an edit in a long `watch` is picked up)."""
+    for _, directory in dirs:
+        try:
+            st = (directory / name).stat()
+        except OSError:
+            continue
+        return str(directory / name), st.st_mtime_ns, st.st_size
+    return None
+
+
+#: Compiled templates are shared by every library over the same directories: compiling costs
+#: milliseconds, and a `ralph` or `watch` process runs many tickets.
+_ENVIRONMENTS: dict[Dirs, Any] = {}
+
+
+def _environment(dirs: Dirs) -> Any:
+    env = _ENVIRONMENTS.get(dirs)
+    if env is None:
+        import jinja2
+
+        def load(name: str) -> tuple[str, str, Callable[[], bool]]:
+            template, sig = _locate(dirs, name), _signature(dirs, name)
+            # Blank lines stand in for the frontmatter so Jinja's line numbers match the file.
+            source = "\n" * template.offset + template.body
+            return source, str(template.path), lambda: _signature(dirs, name) == sig
+
+        env = _ENVIRONMENTS[dirs] = jinja2.Environment(
+            loader=jinja2.FunctionLoader(load),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            autoescape=False,  # noqa: S701 - markdown for agents, not HTML
+        )
+    return env
+
+
 class PromptLibrary:
     """The templates a project uses: its own `.tf/prompts/` first, then the packaged ones."""
 
     def __init__(self, root: Path | None) -> None:
-        self.dirs: list[tuple[str, Path]] = []
+        dirs: list[tuple[str, Path]] = []
         if root is not None and (root / PROJECT_DIR).is_dir():
-            self.dirs.append(("project", root / PROJECT_DIR))
-        self.dirs += [("packaged", p) for p in PACKAGED if p.is_dir()]
+            dirs.append(("project", root / PROJECT_DIR))
+        dirs += [("packaged", p) for p in PACKAGED if p.is_dir()]
+        self.dirs: Dirs = tuple(dirs)
         self._cache: dict[str, Template] = {}
-        self._env: Any = None
 
     def find(self, name: str) -> Template:
         if name not in self._cache:
-            for origin, directory in self.dirs:
-                path = directory / name
-                if path.is_file():
-                    text = path.read_text(encoding="utf-8")
-                    meta, body, offset = split_frontmatter(text, path)
-                    self._cache[name] = Template(name, path, origin, meta, body, offset)
-                    break
-            else:
-                looked = ", ".join(str(d) for _, d in self.dirs)
-                raise PromptTemplateError(name, f"not found (looked in {looked})")
+            self._cache[name] = _locate(self.dirs, name)
         return self._cache[name]
 
     def frontmatter(self) -> dict[str, tuple[str | None, str | None]]:
@@ -130,31 +174,12 @@ class PromptLibrary:
             out[role] = (meta.get("model"), meta.get("thinking"))
         return out
 
-    def _environment(self) -> Any:
-        if self._env is None:
-            import jinja2
-
-            def load(name: str) -> tuple[str, str, Callable[[], bool]]:
-                template = self.find(name)
-                # Blank lines stand in for the frontmatter so Jinja's line numbers match the file.
-                return "\n" * template.offset + template.body, str(template.path), lambda: True
-
-            self._env = jinja2.Environment(
-                loader=jinja2.FunctionLoader(load),
-                undefined=jinja2.StrictUndefined,
-                keep_trailing_newline=True,
-                trim_blocks=True,
-                lstrip_blocks=True,
-                autoescape=False,  # noqa: S701 - markdown for agents, not HTML
-            )
-        return self._env
-
     def render(self, name: str, context: Mapping[str, Any]) -> str:
         import jinja2
 
         template = self.find(name)
         try:
-            text: str = self._environment().get_template(name).render(**context)
+            text: str = _environment(self.dirs).get_template(name).render(**context)
         except jinja2.TemplateSyntaxError as exc:
             raise PromptTemplateError(
                 exc.filename or template.path, f"syntax error: {exc.message}", exc.lineno

@@ -106,3 +106,19 @@ def _by_timestamps(look: Look) -> ResumePoint:
 def gate_decided(store: Any) -> bool:
     """Does post-fix-verification.json hold a verdict? (`store`: a TicketStore.)"""
     return "verification_passed" in (store.read_artifact("post-fix-verification.json") or "")
+
+
+def live_phase(
+    attempt: int, status: str, saved: str | None, events: Sequence[ev.Event]
+) -> str | None:
+    """The phase an attempt is in. retry-state.json records it when the attempt stops (error,
+    waiting, its end, Ctrl-C); a running attempt, or one killed outright, is where its last
+    journaled phase start says (each start is written as the phase begins)."""
+    if status != "in_progress":
+        return saved
+    started = [
+        e.phase
+        for e in events
+        if e.attempt == attempt and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting)
+    ]
+    return started[-1] if started else saved

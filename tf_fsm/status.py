@@ -12,7 +12,7 @@ from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import retries_left, should_retry, should_skip
 from tf_fsm.executors.accounting import since_reset, ticket_usage
 from tf_fsm.machine import state_of_attempt
-from tf_fsm.resume import gate_decided, resume_point
+from tf_fsm.resume import gate_decided, live_phase, resume_point
 from tf_fsm.state import RetryState
 from tf_fsm.store import TICKET_ID_RE, TicketStore
 
@@ -45,12 +45,17 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     if cur is not None and cur.status == "closed":
         failure = None
     spend = cost_summary(store, state, settings)
+    phase = (
+        live_phase(cur.attemptNumber, cur.status, cur.phase, _events(store))
+        if cur is not None
+        else None
+    )
     return {
         "ticket": ticket_id,
         "next": next_step(store, state, settings),
-        "state": state_of_attempt(cur.status if cur else None, cur.phase if cur else None),
+        "state": state_of_attempt(cur.status if cur else None, phase),
         "status": state.status if state else None,
-        "phase": cur.phase if cur else None,
+        "phase": phase,
         "attempt": cur.attemptNumber if cur else None,
         "trigger": cur.trigger if cur else None,
         "retryCount": state.retryCount if state else 0,
@@ -69,10 +74,7 @@ def cost_summary(
     """Usage and cost summed over the ticket's invocations since the last --retry-reset (the
     journal has every invocation, restarts and failed ones too), the budget, and the class of
     the last failure (`budget` when the budget refused the last run)."""
-    try:
-        events = store.read_events().events
-    except CorruptStateError:  # status still reports the rest; `run` names the bad line
-        events = []
+    events = _events(store)
     usage = ticket_usage(events)
     cur = state.current if state else None
     failure_class = (
@@ -105,6 +107,13 @@ def cost_summary(
         "maxCostUsd": budget,
         "budgetLeftUsd": None if budget is None else round(max(0.0, budget - spent), 6),
     }
+
+
+def _events(store: TicketStore) -> list[ev.Event]:
+    try:
+        return store.read_events().events
+    except CorruptStateError:  # status still reports the rest; `run` names the bad line
+        return []
 
 
 def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:

@@ -4,6 +4,11 @@ Rules kept here: a ticket id is validated before it becomes a path; persisted fi
 atomically (temp file in the same directory, fsync, rename, fsync of the directory); journal
 appends are fsynced; a file that cannot be trusted raises CorruptStateError and is never
 rewritten behind the user's back; reads never write; everything written is redacted first.
+
+Inside `batch()` (a run holds one) the fsyncs that only order things are grouped: directory
+fsyncs and the fsync of an append marked `durable=False` are done once, just before the next
+durable journal append or retry-state save, and at the latest when the batch ends. So the
+record that says "this step is done" is never on disk before what the step wrote.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 import os
 import re
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -121,13 +127,16 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
     `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
     kept for people to read (prompts, logs), where a crash may lose the newest copy but never
     leaves a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         # keep the mode the file had, or what a plain open() would give
         mode = path.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666 & ~_umask()
-    fd, tmp = _open_temp(path, mode)
+    try:
+        fd, tmp = _open_temp(path, mode)
+    except FileNotFoundError:  # the directory is new: made only then, not checked every write
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _open_temp(path, mode)
     try:
         try:
             _write_all(fd, data)
@@ -178,6 +187,37 @@ class TicketStore:
         # Default: known patterns plus this process's secret-looking environment values.
         self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
         self._trusted = False  # retry-state.json was read or written fine by this store
+        self._batching = False
+        self._unsynced_dirs: set[Path] = set()  # renames in them not yet made durable
+        self._journal_unsynced = False  # an append written but not yet fsynced
+
+    # --- grouped fsyncs ---------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group ordering fsyncs (see the module docstring) until the block ends."""
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every write so far durable: the pending directory fsyncs, then the journal."""
+        self._sync_dirs()
+        if self._journal_unsynced:
+            fd = os.open(self.journal_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._journal_unsynced = False
+
+    def _sync_dirs(self, skip: Path | None = None) -> None:
+        for directory in sorted(self._unsynced_dirs - {skip} if skip else self._unsynced_dirs):
+            _fsync_dir(directory)
+        self._unsynced_dirs.clear()
 
     # --- artifacts ------------------------------------------------------------------------
 
@@ -202,9 +242,20 @@ class TicketStore:
         if segments[0] in _RESERVED_ARTIFACTS or segments[0].startswith("retry-state.json"):
             raise InvalidArtifactNameError(name, "is a state file the store writes itself")
         path = self.dir.joinpath(*segments)
-        # A symlink inside the ticket directory must not lead the write elsewhere.
-        if not path.resolve().is_relative_to(self.dir.resolve()):
-            raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
+        # A symlink inside the ticket directory must not lead the write elsewhere. Only the
+        # segments below the directory can be links we did not make; an lstat each is far
+        # cheaper than resolving the whole path, and the full check runs only if one is a link.
+        below = self.dir
+        for segment in segments:
+            below = below / segment
+            try:
+                is_link = stat.S_ISLNK(os.lstat(below).st_mode)
+            except FileNotFoundError:
+                break
+            if is_link:
+                if not path.resolve().is_relative_to(self.dir.resolve()):
+                    raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
+                break
         return path
 
     def write_artifact(
@@ -218,7 +269,10 @@ class TicketStore:
             with suppress(FileNotFoundError):
                 if path.read_bytes() == data:
                     return path
-        atomic_write_bytes(path, data, sync_dir=sync_dir)
+        deferred = sync_dir and self._batching
+        atomic_write_bytes(path, data, sync_dir=sync_dir and not deferred)
+        if deferred:
+            self._unsynced_dirs.add(path.parent)
         return path
 
     def seen(self, name: str) -> Seen | None:
@@ -290,9 +344,13 @@ class TicketStore:
             )
         if not self._trusted:  # a file this store already read or wrote needs no re-check
             self.load_retry_state()
-        atomic_write_text(
-            self.retry_state_path, self._redacted_json(state.to_json_dict()), sync_dir=sync_dir
-        )
+        text = self._redacted_json(state.to_json_dict())
+        # Artifacts the state may point at are made durable first; its own directory's fsync
+        # below covers the renames already done in it.
+        self._sync_dirs(skip=self.dir if sync_dir else None)
+        atomic_write_text(self.retry_state_path, text, sync_dir=sync_dir)
+        if not sync_dir and self._batching:
+            self._unsynced_dirs.add(self.dir)
         self._trusted = True
 
     def reset_retry_state(self, now: datetime) -> Path | None:
@@ -327,32 +385,46 @@ class TicketStore:
 
     # --- journal --------------------------------------------------------------------------
 
-    def append_event(self, event: Event) -> None:
-        self.append_events([event])
+    def append_event(self, event: Event, durable: bool = True) -> None:
+        self.append_events([event], durable)
 
-    def append_events(self, events: list[Event]) -> None:
+    def append_events(self, events: list[Event], durable: bool = True) -> None:
         """Append events, redacted, in one write and one fsync. A torn tail left by a crashed
         append is cut off first and recorded as a JournalTailDropped event, never dropped
-        silently."""
+        silently. Inside `batch()`, `durable=False` writes at once (so `status` sees it) and
+        leaves the fsync to the next durable append: a phase's start is on disk no later than
+        its completion."""
         if not events:
             return
+        durable = durable or not self._batching
         for event in events:
             if event.ticket != self.ticket_id:
                 raise ValueError(
                     f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
                 )
         line = b"".join(self._redacted_line(e) for e in events)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        created = not self.journal_path.exists()
-        fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        if durable:
+            self._sync_dirs()  # what the events report is on disk before they are
+        try:
+            fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND)
+            created = False
+        except FileNotFoundError:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+            created = True
         try:
             repair = self._repair_tail(fd)
             _write_all(fd, repair + line)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
+        self._journal_unsynced = not durable
         if created:
-            _fsync_dir(self.dir)
+            if durable:
+                _fsync_dir(self.dir)
+            else:
+                self._unsynced_dirs.add(self.dir)
 
     def read_events(self) -> JournalRead:
         try:

@@ -32,6 +32,7 @@ from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.errors import TfFsmError, TicketLockedError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.orchestrator import Outcome, run_ticket
+from tf_fsm.resume import live_phase
 from tf_fsm.status import tracked_tickets
 from tf_fsm.store import TICKET_ID_RE, TicketStore, validate_ticket_id
 
@@ -105,7 +106,7 @@ def awaiting(store: TicketStore) -> Awaiting:
     if isinstance(last, ev.PhaseWaiting):
         return Awaiting("waiting", n, last.phase, Path(last.output), Path(last.promptFile))
     # A run in another process right now, or one that died (or was stopped) between phases.
-    return Awaiting("interrupted", n, cur.phase)
+    return Awaiting("interrupted", n, live_phase(n, cur.status, cur.phase, mine))
 
 
 class Snap(NamedTuple):

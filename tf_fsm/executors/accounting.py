@@ -62,12 +62,12 @@ def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
     return failed[-1].failureClass if failed else None
 
 
-def record_attempt(run: TicketRun, state: RetryState, status: str) -> RetryState:
-    """Write the attempt's usage and failure class into retry-state.json (optional fields)."""
+def with_accounting(run: TicketRun, state: RetryState, status: str) -> RetryState:
+    """The attempt's usage and failure class put into its record (optional fields), for the
+    caller's one save of the finished attempt."""
     cur = state.current
     if cur is None:
         return state
-    run.flush()  # events held back for one fsync must be on disk before the journal is read
     events = attempt_events(run.store.read_events().events, cur.attemptNumber)
     usage, cls = usage_of(events), failure_class(events, status)
     data = cur.to_json_dict()
@@ -80,7 +80,7 @@ def record_attempt(run: TicketRun, state: RetryState, status: str) -> RetryState
     if data == cur.to_json_dict():
         return state
     # Rebuilt, not copied, so that a cleared failureClass is absent rather than null.
-    return run._save(replace_current(state, Attempt.model_validate(data)))
+    return replace_current(state, Attempt.model_validate(data))
 
 
 def over_budget(events: Sequence[ev.Event], settings: LoadedSettings) -> tuple[float, float] | None:
@@ -104,7 +104,6 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
     ticket's budget is spent, journaled once per refusal; None when the attempt may start."""
     if state is None or run.settings.workflow.escalation.maxCostUsd is None:
         return None  # no budget, or nothing has run since the last reset
-    run.flush()
     spent = over_budget(run.store.read_events().events, run.settings)
     if spent is None:
         return None
@@ -126,8 +125,8 @@ __all__ = [
     "budget_reason",
     "failure_class",
     "over_budget",
-    "record_attempt",
     "refuse_over_budget",
     "ticket_usage",
     "usage_of",
+    "with_accounting",
 ]
