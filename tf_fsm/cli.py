@@ -199,9 +199,10 @@ def _report(outcome: Any) -> int:
         "already_closed": "already closed",
         "blocked": "BLOCKED (retries left)",
         "exhausted": "BLOCKED (retries exhausted)",
+        "same-failure": "BLOCKED (the same failure repeated)",
         "error": "ERROR (resumable: run it again)",
         "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
-    }[outcome.status]
+    }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
     stream = sys.stdout if outcome.status in ("closed", "already_closed") else sys.stderr
     print(
         f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
@@ -278,6 +279,9 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return EXIT_OK
     print(f"{ticket_id}: {data['action'].replace('_', ' ')}: {data['why']}")
+    if "sameFailure" in data:
+        repeat = data["sameFailure"]
+        print(f"same failure ({repeat['action']}): {repeat['reason']}")
     if "phases" not in data:
         return EXIT_OK
     escalated = ", ".join(data["escalatedRoles"]) or "none"
