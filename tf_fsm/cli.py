@@ -77,8 +77,8 @@ exit codes:
   2   bad input: usage, settings file, ticket id, missing project or ticket,
       missing agent program, corrupt state file (left untouched)
   3   run: blocked by the quality gate, retries left
-  4   run: blocked, retries exhausted or the ticket's budget spent (later runs
-      are refused before any agent runs)
+  4   run: blocked, retries exhausted, the ticket's budget spent, or the same
+      failure repeated (same-failure; later runs are refused before any agent runs)
   5   run: a phase failed; the attempt is in error and resumable with `run` again
   6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
   75  the ticket is being run by another process
@@ -199,9 +199,10 @@ def _report(outcome: Any) -> int:
         "already_closed": "already closed",
         "blocked": "BLOCKED (retries left)",
         "exhausted": "BLOCKED (retries exhausted)",
+        "same-failure": "BLOCKED (the same failure repeated)",
         "error": "ERROR (resumable: run it again)",
         "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
-    }[outcome.status]
+    }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
     stream = sys.stdout if outcome.status in ("closed", "already_closed") else sys.stderr
     print(
         f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
@@ -278,6 +279,9 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return EXIT_OK
     print(f"{ticket_id}: {data['action'].replace('_', ' ')}: {data['why']}")
+    if "sameFailure" in data:
+        repeat = data["sameFailure"]
+        print(f"same failure ({repeat['action']}): {repeat['reason']}")
     if "phases" not in data:
         return EXIT_OK
     escalated = ", ".join(data["escalatedRoles"]) or "none"
@@ -546,6 +550,57 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     elif not diag.problems:
         print("ok: every setting maps onto the agent CLI")
     return diag.exit_code
+
+
+SIMULATE_EPILOG = """\
+runs a simulated backlog through the real orchestrator once per policy, with an in-process
+agent whose outcomes are drawn from the profile (seeded: the same seed gives the same table);
+see docs/simulate.md
+
+exit codes:
+  0   done (the table printed; the done-when criteria are printed, not enforced)
+  1   unexpected internal error (traceback with --verbose)
+  2   bad input: usage, an unknown policy, a chart path not ending in .svg, a profile file
+      that is missing or invalid (named with the key)
+"""
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from tf_fsm.simulate import criteria, load_profile, simulate, svg_chart, table
+    from tf_fsm.simulate.engine import POLICIES
+
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        valid = ", ".join(f"{k} ({v})" for k, v in POLICIES.items())
+        raise UsageError(
+            f"--policy: unknown policy {', '.join(unknown) or '(none)'}; valid: {valid}"
+        )
+    if args.chart and not args.chart.endswith(".svg"):
+        raise UsageError(f"--chart {args.chart}: only .svg is written (no plotting library)")
+    profile = load_profile(Path(args.profile) if args.profile else None)
+    tickets = args.tickets or profile.tickets
+    results = simulate(profile, policies, tickets, args.seed, not args.no_budget, args.jobs)
+    checks = criteria(results)
+    if args.chart:
+        title = f"{tickets} simulated tickets, seed {args.seed}"
+        Path(args.chart).write_text(svg_chart(results, title), encoding="utf-8")
+    if args.json:
+        out = {
+            "tickets": tickets,
+            "seed": args.seed,
+            "profile": args.profile or "default",
+            "results": [r.to_json() for r in results],
+            "criteria": [{"name": n, "passed": ok, "detail": d} for n, ok, d in checks],
+        }
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    print(table(results))
+    for name, ok, detail in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    if args.chart:
+        print(f"chart: {args.chart}")
+    return EXIT_OK
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -827,6 +882,20 @@ exit codes:
 """
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_doctor)
+
+    p = add("simulate", "compare retry policies on a simulated backlog (cost vs tickets closed)")
+    p.epilog = SIMULATE_EPILOG
+    p.add_argument("--tickets", type=_positive, help="backlog size (default: the profile's, 500)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--profile", help="a profile file, JSON or .toml (default: the bundled one)")
+    p.add_argument(
+        "--policy", default="a,b,c,d", help="comma-separated policies a,b,c,d,e (default a,b,c,d)"
+    )
+    p.add_argument("--chart", help="write the cost/closed chart as SVG to this path")
+    p.add_argument("--no-budget", action="store_true", help="skip the budget run")
+    p.add_argument("--jobs", type=_positive, default=1, help="run policies in N processes")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=cmd_simulate)
 
     p = add("demo", "run a sample ticket with the bundled offline agent in a throwaway project")
     p.add_argument("--dir", help="create the demo project here (default: a new temp dir)")

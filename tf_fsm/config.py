@@ -137,6 +137,8 @@ class Escalation(_Section):
     models: EscalationModels = EscalationModels()
     #: per-ticket budget in US dollars (agent-reported cost); None = no budget
     maxCostUsd: float | None = Field(default=None, gt=0)
+    #: what a blocked attempt that fails exactly like the one before it does (docs/lifecycle.md)
+    sameFailure: Literal["skip-tier", "stop", "off"] = "skip-tier"
 
 
 _GATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -353,6 +355,7 @@ def init_settings() -> dict[str, Any]:
     data["workflow"]["qualityGates"] = []
     data["workflow"]["qualityGateMaxRetries"] = 3
     data["workflow"]["escalation"]["maxCostUsd"] = None
+    data["workflow"]["escalation"]["sameFailure"] = "skip-tier"
     data["executor"] = {
         "kind": "command",
         "preset": None,

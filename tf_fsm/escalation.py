@@ -11,9 +11,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from tf_fsm.config import ESCALATION_KEYS, LoadedSettings
-from tf_fsm.state import EscalationRecord, RetryState
+from tf_fsm.state import Attempt, EscalationRecord, RetryState
 
 _KEY_OF_ROLE = {role: key for key, role in ESCALATION_KEYS.items()}
 
@@ -122,13 +123,17 @@ def resolve(
     settings: LoadedSettings,
     policy: EscalationPolicy = TIERED_CURVE,
     frontmatter: Mapping[str, tuple[str | None, str | None]] | None = None,
+    tier: int | None = None,
 ) -> Resolution:
     """Each role's model for the attempt. Precedence (seed 002): this attempt's escalated model,
-    then the role's prompt-template frontmatter `model`/`thinking`, then the settings mapping."""
+    then the role's prompt-template frontmatter `model`/`thinking`, then the settings mapping.
+    `tier` raises the attempt to that tier when it is above the curve's (the same-failure
+    short-circuit); the policy then sees the first attempt number of that tier."""
     esc = settings.workflow.escalation
-    record = AttemptRecord(attempt_number, attempt_number - 1, esc.maxRetries)
+    curve_number = max(attempt_number, tier or 1)
+    record = AttemptRecord(curve_number, attempt_number - 1, esc.maxRetries)
     wanted = policy(record) if esc.enabled else frozenset()
-    tier = tier_of(attempt_number)
+    tier = tier_of(curve_number)
     roles: dict[str, RoleResolution] = {}
     for role, base in settings.roles.items():
         up = settings.escalated.get(role)
@@ -164,6 +169,16 @@ def resolve(
     return Resolution(attempt_number, tier, roles)
 
 
+def stopped(state: RetryState | None) -> bool:
+    """Did the ticket stop before its retries ran out (the same failure repeated)?"""
+    return (
+        state is not None
+        and state.stopReason is not None
+        and state.current is not None
+        and state.current.status == "blocked"
+    )
+
+
 def retries_left(state: RetryState | None, settings: LoadedSettings) -> int:
     used = state.retryCount if state is not None else 0
     return max(0, settings.max_retries - used)
@@ -171,12 +186,133 @@ def retries_left(state: RetryState | None, settings: LoadedSettings) -> int:
 
 def should_retry(state: RetryState | None, settings: LoadedSettings) -> bool:
     """May another attempt start? The cap counts blocked attempts since the last close, so
-    no ticket runs more than `maxRetries` attempts in a row without closing."""
-    return retries_left(state, settings) > 0
+    no ticket runs more than `maxRetries` attempts in a row without closing. A ticket the
+    same-failure short-circuit stopped runs no more attempts either (until --retry-reset)."""
+    return retries_left(state, settings) > 0 and not stopped(state)
 
 
 def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
     """The backlog loop's test: the last attempt was blocked and the retries are spent."""
     if state is None or state.current is None:
         return False
-    return state.current.status == "blocked" and state.retryCount >= settings.max_retries
+    spent = state.retryCount >= settings.max_retries
+    return state.current.status == "blocked" and (spent or stopped(state))
+
+
+# -- the same-failure short-circuit (issue #11) ---------------------------------------------
+
+SameFailureMode = Literal["skip-tier", "stop", "off"]
+#: skip-tier: the next attempt runs at a tier above the curve's; stop: no further attempt;
+#: escalate: the failure survived a change of models and the curve escalates anyway;
+#: retry-top: it survived the step up to the top tier, which gets its second attempt
+SameFailureAction = Literal["skip-tier", "stop", "escalate", "retry-top"]
+TOP_TIER = 3
+Models = tuple[tuple[str, str | None], ...]
+
+
+@dataclass(frozen=True)
+class TriedAttempt:
+    """What the short-circuit needs of a finished attempt."""
+
+    number: int
+    tier: int
+    signature: str | None
+    models: Models  # the escalation record: escalated model per role, None = base
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> TriedAttempt:
+        record = attempt.escalation or EscalationRecord.of()
+        models = tuple(sorted(EscalationRecord.of(**record.to_json_dict()).to_json_dict().items()))
+        tier = attempt.tier or tier_of(attempt.attemptNumber)  # older files: the curve's tier
+        return cls(attempt.attemptNumber, tier, attempt.failureSignature, models)
+
+
+@dataclass(frozen=True)
+class SameFailure:
+    """Attempt `attempt` failed exactly like attempt `previous`, and what follows from it."""
+
+    previous: int
+    attempt: int
+    signature: str
+    tier: int
+    action: SameFailureAction
+    next_tier: int | None  # None when the ticket stops
+    reason: str
+
+
+def same_failure(
+    previous: TriedAttempt,
+    last: TriedAttempt,
+    mode: SameFailureMode,
+    tier_models: Mapping[int, Models],
+) -> SameFailure | None:
+    """The short-circuit's decision after `last` was blocked; None unless its signature
+    repeats `previous`'s. A tier is spent when the same models failed the same way twice in a
+    row: the next attempt then runs at the next tier whose models differ (skip-tier), or the
+    ticket stops when there is none. A failure that survived a change of models only shows
+    that the step did not help; the curve goes on (and the top tier gets a second attempt)."""
+    sig = last.signature
+    if mode == "off" or sig is None or sig != previous.signature:
+        return None
+    pair = f"attempts {previous.number} and {last.number}"
+    higher = next(
+        (t for t in sorted(tier_models) if t > last.tier and tier_models[t] != last.models), None
+    )
+
+    def decide(action: SameFailureAction, tier: int | None, why: str) -> SameFailure:
+        return SameFailure(previous.number, last.number, sig, last.tier, action, tier, why)
+
+    if mode == "stop":
+        return decide("stop", None, f"{pair} failed the same way (sameFailure is stop)")
+    if previous.models == last.models:
+        if higher is None:
+            why = f"{pair} failed the same way with the same models, at the top tier"
+            return decide("stop", None, why)
+        why = f"{pair} failed the same way at tier {last.tier}: the next attempt runs at {higher}"
+        return decide("skip-tier", higher, why)
+    if higher is None:
+        why = f"{pair} failed the same way across the step up to the top tier, which gets a "
+        return decide("retry-top", last.tier, why + "second attempt")
+    return decide("escalate", higher, f"{pair} failed the same way; the curve escalates")
+
+
+def tier_models(settings: LoadedSettings) -> dict[int, Models]:
+    """The escalated models of each tier under these settings (a tier with no configured
+    model for its roles runs the same models as the tier below it)."""
+    out: dict[int, Models] = {}
+    for tier in range(1, TOP_TIER + 1):
+        record = resolve(tier, settings).escalation_record().to_json_dict()
+        out[tier] = tuple(sorted(record.items()))
+    return out
+
+
+def detect_same_failure(state: RetryState | None, settings: LoadedSettings) -> SameFailure | None:
+    """The decision for the state's last attempt (pure; recomputed wherever it is needed, so
+    the run, `status` and `run --plan` agree). Only with escalation enabled: with it off,
+    tf_fsm behaves as before the short-circuit existed (seed 000's compatibility rule)."""
+    esc = settings.workflow.escalation
+    if state is None or len(state.attempts) < 2 or not esc.enabled:
+        return None
+    previous, last = state.attempts[-2], state.attempts[-1]
+    if previous.status != "blocked" or last.status != "blocked":
+        return None
+    mode: SameFailureMode = esc.sameFailure
+    return same_failure(
+        TriedAttempt.of(previous), TriedAttempt.of(last), mode, tier_models(settings)
+    )
+
+
+def next_tier(state: RetryState | None, settings: LoadedSettings) -> int:
+    """The tier of the state's next new attempt: the curve's for its number, never below the
+    tier of the blocked attempt before it (a skipped tier stays skipped), and the short-
+    circuit's when it skips a tier."""
+    number = state.next_attempt_number if state else 1
+    tier = tier_of(number)
+    last = state.current if state else None
+    if state is None or last is None or last.status != "blocked":
+        return tier
+    tier = max(tier, TriedAttempt.of(last).tier)
+    decision = detect_same_failure(state, settings)
+    if decision is not None and decision.action == "skip-tier" and decision.next_tier:
+        tier = max(tier, decision.next_tier)
+    return min(tier, TOP_TIER)

@@ -250,6 +250,22 @@ class StaleTempFilesRemoved(Event):
     files: list[str]
 
 
+class SameFailureDetected(Event):
+    """A blocked attempt failed exactly like the one before it (the same failure signature):
+    `attempt` and `previousAttempt`, the signature's digest and entries, and the action:
+    skip-tier, stop, escalate (the curve escalates anyway) or retry-top."""
+
+    event: Literal["SameFailureDetected"] = "SameFailureDetected"
+    previousAttempt: int
+    signature: str
+    entries: list[str]
+    action: str
+    tier: int
+    nextTier: int | None = None
+    mode: str
+    reason: str
+
+
 class RetriesExhausted(Event):
     event: Literal["RetriesExhausted"] = "RetriesExhausted"
     retryCount: int

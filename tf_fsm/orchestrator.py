@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from tf_fsm import context, tickets
+from tf_fsm import context, same_failure, tickets
 from tf_fsm import journal as ev
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
-from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.escalation import next_tier, resolve, should_retry, stopped
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.executors.accounting import refuse_over_budget, with_accounting
 from tf_fsm.machine import (
@@ -191,6 +191,8 @@ class TicketRun:
                     f"{state.retryCount} attempts; "
                     f"`tf-fsm run {self.ticket_id} --retry-reset` starts over"
                 )
+                if stopped(state):
+                    reason = same_failure.stop_reason(state, self.ticket_id)
                 return self._outcome(state, "exhausted", 0, reason)
             if (refused := refuse_over_budget(self, state)) is not None:
                 return refused
@@ -200,6 +202,9 @@ class TicketRun:
             state, status, reason = self._run_attempt(attempt, state)
             if status in ("closed", "error", "waiting"):
                 return self._outcome(state, status, runs, reason)
+            if stopped(state):
+                reason = same_failure.stop(self, state)  # the same failure, nowhere to go
+                return self._outcome(state, "exhausted", runs, reason)
             if not should_retry(state, self.settings):
                 self._exhausted(state)
                 return self._outcome(state, "exhausted", runs, reason)
@@ -245,7 +250,10 @@ class TicketRun:
     def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
         """What the next new attempt would run with (read-only; `run --plan` shows it)."""
         number = state.next_attempt_number if state else 1
-        resolution = resolve(number, self.settings, frontmatter=self.prompts.frontmatter())
+        tier = next_tier(state, self.settings)  # the curve's, or above it after a same failure
+        resolution = resolve(
+            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
+        )
         plan = phase_plan(number, self.settings, self.options.research, resolution)
         facts = AttemptFacts(
             self.ticket_id,
@@ -274,6 +282,7 @@ class TicketRun:
                 escalation=resolution.escalation_record(),
                 fail_on=list(self.settings.workflow.failOn),
                 now=self.now(),
+                tier=resolution.tier,
             )
         )
         # Unflushed: made durable with the first phase's events (a crash before that is
@@ -355,7 +364,7 @@ class TicketRun:
         events = self.store.read_events().events
         point = self.resume_target(cur.attemptNumber, events)
         phase = point.phase
-        attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger)
+        attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
         attempt.facts.resume_phase = phase
         attempt.resumed_from = cur.status
         attempt.finished = point.finished and phase == "close"
@@ -378,9 +387,13 @@ class TicketRun:
         """The first phase of `attempt` that is not complete, and why (read-only)."""
         return resume_point(attempt, events, self.store.seen, gate_decided(self.store))
 
-    def _attempt_from_context(self, number: int, trigger: str) -> AttemptContext:
-        """The resumed attempt runs with the models and plan it started with."""
-        resolution = resolve(number, self.settings, frontmatter=self.prompts.frontmatter())
+    def _attempt_from_context(
+        self, number: int, trigger: str, tier: int | None = None
+    ) -> AttemptContext:
+        """The resumed attempt runs with the models, tier and plan it started with."""
+        resolution = resolve(
+            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
+        )
         plan = phase_plan(number, self.settings, self.options.research, resolution)
         facts = AttemptFacts(
             self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
@@ -484,6 +497,8 @@ class TicketRun:
             now=self.now(),
             reason=runner.gate_reason,
         )
+        if not closed:  # the failure signature, and the same-failure short-circuit (issue #11)
+            ended = same_failure.after_blocked(self, ended, runner)
         # Journaled before the state is saved, so a crash in between still knows the intent.
         if closed:
             self._event(ev.TicketClosed, attempt.number, retryCountBefore=before)

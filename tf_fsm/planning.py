@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.context import AttemptContext
-from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.escalation import detect_same_failure, resolve, should_retry, stopped
 from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
@@ -26,13 +26,17 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
             why = "retry-state.json records the close; run would only close the tk ticket"
             return "already_closed", None, why
     if state is not None and cur is not None and state.has_open_attempt:
-        attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger)
+        attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
         point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
         attempt.facts.resume_phase = point.phase
         attempt.finished = point.finished and point.phase == "close"
         where = f"resumes at {point.phase} ({point.reason})"
         why = f"attempt {cur.attemptNumber} is {cur.status}: {where}"
         return "resume", attempt, why
+    if stopped(state) and state is not None:
+        from tf_fsm.same_failure import stop_reason
+
+        return "exhausted", None, stop_reason(state, run.ticket_id)
     if state is not None and not should_retry(state, run.settings):
         return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
     if state is not None and run.settings.workflow.escalation.maxCostUsd is not None:
@@ -47,6 +51,14 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
 def plan(run: TicketRun) -> dict[str, Any]:
     action, attempt, why = next_step(run)
     out: dict[str, Any] = {"ticket": run.ticket_id, "action": action, "why": why}
+    repeat = detect_same_failure(run.store.load_retry_state(), run.settings)
+    if repeat is not None:  # what the short-circuit decided after the last attempt
+        out["sameFailure"] = {
+            "attempts": [repeat.previous, repeat.attempt],
+            "signature": repeat.signature,
+            "action": repeat.action,
+            "reason": repeat.reason,
+        }
     if attempt is None:
         return out
     runner = PhaseRunner(run, attempt)

@@ -136,6 +136,14 @@ class Attempt(_Record):
     #: class (crash, timeout, killed, provider, agent_error, no_output)
     failureClass: str | None = None
     usage: UsageRecord | None = None
+    #: the escalation tier the attempt ran at (1 base, 2 fixer, 3 all); absent in older files,
+    #: where the tier is the curve's for the attempt number
+    tier: int | None = Field(default=None, ge=1)
+    #: digest of the blocked attempt's failure signature (tf_fsm/signature.py)
+    failureSignature: str | None = None
+    #: set when this attempt failed exactly like the one before it: {previousAttempt, action,
+    #: nextTier}; action is skip-tier, stop, escalate or retry-top (docs/lifecycle.md)
+    sameFailure: dict[str, Any] | None = None
 
     _lower_status = field_validator("status", mode="before")(_lower)
 
@@ -159,6 +167,9 @@ class RetryState(_Record):
     lastAttemptAt: str
     status: TicketStatus = "active"
     retryCount: int = Field(default=0, ge=0)
+    #: why the ticket stopped before its retries ran out (`same-failure`); absent otherwise.
+    #: Only --retry-reset (or a successful close) clears it.
+    stopReason: str | None = None
 
     _lower_status = field_validator("status", mode="before")(_lower)
 
@@ -225,6 +236,7 @@ def start_attempt(
     escalation: EscalationRecord,
     fail_on: list[str],
     now: datetime,
+    tier: int | None = None,
 ) -> RetryState:
     """Append a new in-progress attempt. An open (in_progress/error) attempt must be resumed or
     ended first; a closed ticket that is run again starts over at attempt 1."""
@@ -238,6 +250,7 @@ def start_attempt(
         trigger=trigger,
         escalation=escalation,
         qualityGate=QualityGateRecord(failOn=list(fail_on)),
+        **({"tier": tier} if tier is not None else {}),
     )
     return _with(state, attempts=[*state.attempts, attempt], lastAttemptAt=stamp, status="active")
 

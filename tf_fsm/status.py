@@ -9,7 +9,7 @@ from tf_fsm import journal as ev
 from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.detection import evaluate
 from tf_fsm.errors import CorruptStateError
-from tf_fsm.escalation import retries_left, should_retry, should_skip
+from tf_fsm.escalation import next_tier, retries_left, should_retry, should_skip, stopped
 from tf_fsm.executors.accounting import since_reset, ticket_usage
 from tf_fsm.machine import state_of_attempt
 from tf_fsm.resume import gate_decided, live_phase, resume_point
@@ -63,7 +63,14 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         "retriesLeft": retries_left(state, settings),
         "skip": should_skip(state, settings),
         "escalatedRoles": escalated,
+        "tier": (cur.tier if cur else None),
         "lastFailure": failure,
+        "failureSignature": cur.failureSignature if cur else None,
+        #: the short-circuit's decision after the last attempt, when it repeated the one before
+        "sameFailure": (
+            {**cur.sameFailure, "attempt": cur.attemptNumber} if cur and cur.sameFailure else None
+        ),
+        "stopReason": state.stopReason if state else None,
         **spend,
     }
 
@@ -127,9 +134,26 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
         return f"resume attempt {cur.attemptNumber} at {point.phase}: {point.reason}"
     if cur.status == "closed":
         return "nothing: closed (a reopened tk ticket starts again at attempt 1)"
+    if stopped(state):
+        info = cur.sameFailure or {}
+        return (
+            f"nothing: same-failure (attempts {info.get('previousAttempt', '?')} and "
+            f"{cur.attemptNumber} failed the same way); needs a human; --retry-reset starts over"
+        )
     if not should_retry(state, settings):
         return f"nothing: max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
-    return f"attempt {state.next_attempt_number} (manual_retry; ralph_retry from the backlog loop)"
+    tier = next_tier(state, settings)
+    info = cur.sameFailure or {}
+    skipped = (
+        f", tier {tier}: skip-tier after attempts {info.get('previousAttempt')} and "
+        f"{cur.attemptNumber} failed the same way"
+        if info.get("action") == "skip-tier"
+        else ""
+    )
+    return (
+        f"attempt {state.next_attempt_number} (manual_retry; ralph_retry from the backlog "
+        f"loop{skipped})"
+    )
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:

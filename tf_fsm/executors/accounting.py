@@ -99,23 +99,57 @@ def budget_reason(spent: float, budget: float) -> str:
     )
 
 
+def forecast(run: TicketRun, state: RetryState | None) -> float:
+    """The most the next attempt can cost, when the executor knows its prices (an optional
+    `estimate_cost(phase, role, model)`; the simulation's agent has one, agent CLIs do not):
+    every invocation it may make, the fix included. 0.0 when any price is unknown."""
+    estimate = getattr(run.executor, "estimate_cost", None)
+    if estimate is None:
+        return 0.0
+    from tf_fsm.phases import PhaseRunner  # phases imports the orchestrator's world
+
+    attempt = run.new_attempt_context(state, "quality_gate")
+    total = 0.0
+    for phase, role, _ in PhaseRunner(run, attempt).invocations():
+        price = estimate(phase, role, attempt.resolution.roles[role].model)
+        if price is None:
+            return 0.0
+        total += float(price)
+    return total
+
+
 def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
     """Before an attempt starts (or escalates): the outcome that ends the run when the
-    ticket's budget is spent, journaled once per refusal; None when the attempt may start."""
-    if state is None or run.settings.workflow.escalation.maxCostUsd is None:
-        return None  # no budget, or nothing has run since the last reset
-    spent = over_budget(run.store.read_events().events, run.settings)
-    if spent is None:
+    ticket's budget is spent, or when the executor's prices say the next attempt could
+    overrun it; journaled once per refusal; None when the attempt may start."""
+    budget = run.settings.workflow.escalation.maxCostUsd
+    if budget is None:
         return None
-    reason = budget_reason(*spent)
-    cur = state.current
+    need = forecast(run, state)
+    if state is None and need == 0.0:
+        return None  # nothing has run since the last reset, and no price is known
+    spent = (ticket_usage(run.store.read_events().events) or Usage()).cost_usd
+    if spent < budget and spent + need <= budget:
+        return None
+    reason = budget_reason(spent, budget)
+    if spent < budget:
+        reason = (
+            f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
+            f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
+            "attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
+        )
+    cur = state.current if state else None
     run._event(
         ev.BudgetExhausted,
         cur.attemptNumber if cur else None,
-        spentUsd=round(spent[0], 6),
-        maxCostUsd=spent[1],
+        spentUsd=round(spent, 6),
+        maxCostUsd=budget,
         reason=reason,
     )
+    if state is None:
+        from tf_fsm.orchestrator import Outcome
+
+        return Outcome(run.ticket_id, "exhausted", 0, 0, 0, run.settings.max_retries, reason)
     return run._outcome(state, "exhausted", 0, reason)
 
 
@@ -124,6 +158,7 @@ __all__ = [
     "attempt_events",
     "budget_reason",
     "failure_class",
+    "forecast",
     "over_budget",
     "refuse_over_budget",
     "ticket_usage",
