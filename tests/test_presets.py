@@ -126,6 +126,28 @@ def test_parse_codex_turns() -> None:
     assert report.error == "stream disconnected before completion"
 
 
+CODEX_DATA = Path(__file__).resolve().parent / "data" / "codex"
+
+
+def test_parse_codex_real_output() -> None:
+    """`codex exec --json` as Codex 0.169.0 printed it against the stub model server: one turn
+    of two model calls (a shell command writing the artifact, then the answer), whose
+    `turn.completed` sums both calls' usage. Its `item.completed` of type `error` (no model
+    metadata for a stub model's name) is a warning, not the turn's failure. Errors come as
+    `error` and `turn.failed` events (the stub answering 429, then 500)."""
+    ok = parse_codex((CODEX_DATA / "exec-0.169.0-write.jsonl").read_text(encoding="utf-8"))
+    assert ok == AgentReport(Usage(2000, 200, 0.0), None)
+    failed = parse_codex((CODEX_DATA / "exec-0.169.0-429.jsonl").read_text(encoding="utf-8"))
+    assert failed == AgentReport(None, "exceeded retry limit, last status: 429 Too Many Requests")
+    verdict = classify(timed_out=False, exit_code=1, report=failed)
+    assert verdict is not None and verdict[0] == "provider"
+    # An HTTP 500 is reported without its status code, in Codex's own words: still transient.
+    server = parse_codex((CODEX_DATA / "exec-0.169.0-500.jsonl").read_text(encoding="utf-8"))
+    assert server.error is not None and "high demand" in server.error
+    verdict = classify(timed_out=False, exit_code=1, report=server)
+    assert verdict is not None and verdict[0] == "provider"
+
+
 @pytest.mark.parametrize("parse", [parse_pi, parse_claude, parse_codex])
 def test_parsers_ignore_what_is_not_their_output(parse: Callable[[str], AgentReport]) -> None:
     assert parse("plain text\n{not json\n[1, 2]\n") == AgentReport()

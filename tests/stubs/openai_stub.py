@@ -2,7 +2,9 @@
 
 Stdlib only: `http.server` in a daemon thread, bound to 127.0.0.1 on a free port. It speaks
 `POST /v1/chat/completions` with `stream: true` (server-sent events) and streams either text or
-tool calls, with a `usage` chunk, as OpenAI's API does. What it answers is up to a `script`:
+tool calls, with a `usage` chunk, as OpenAI's API does; the same for Anthropic's
+`POST /v1/messages` (Claude Code) and OpenAI's `POST /v1/responses` (Codex; see
+responses_api.py). What it answers is up to a `script`:
 a function of the request (the parsed JSON body and how many requests came before) returning
 one reply:
 
@@ -28,10 +30,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.stubs import responses_api
+
 #: tokens the stub reports for every reply, so tests can predict usage and cost exactly
 PROMPT_TOKENS = 1000
 COMPLETION_TOKENS = 100
 MAX_HANG_SECONDS = 60.0
+RESPONSES_USAGE = {"input_tokens": PROMPT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                   "output_tokens": COMPLETION_TOKENS,
+                   "output_tokens_details": {"reasoning_tokens": 0},
+                   "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class Request:
     index: int  # 0-based, over all requests this server received
     headers: dict[str, str] = field(default_factory=dict)  # names in lower case
     anthropic: bool = False  # POST /v1/messages (Anthropic's API) rather than OpenAI's
+    responses: bool = False  # POST /v1/responses (OpenAI's Responses API: Codex)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -78,7 +87,9 @@ class Request:
     @property
     def after_tool(self) -> bool:
         """Does the request carry a tool's result (OpenAI: a `tool` message; Anthropic: a
-        `tool_result` part in the last user message)?"""
+        `tool_result` part in the last user message; Responses: a `function_call_output`)?"""
+        if self.responses:
+            return responses_api.after_tool(self.body)
         if self.last_role == "tool":
             return True
         content = self.messages[-1].get("content") if self.messages else None
@@ -87,7 +98,10 @@ class Request:
         )
 
     def user_text(self) -> str:
-        """The first user message as plain text (content may be a list of parts)."""
+        """The first user message as plain text (content may be a list of parts); for the
+        Responses API every user message's, since Codex sends its own first."""
+        if self.responses:
+            return responses_api.user_text(self.body)
         for message in self.messages:
             if message.get("role") == "user":
                 return _text(message.get("content"))
@@ -173,11 +187,14 @@ def lifecycle_script(
     majors: list[str] | None = None,
     faults: Callable[[Request, PhasePrompt], Reply | None] | None = None,
     verify_majors: list[str] | None = None,
+    cleared_from_attempt: int | None = None,
 ) -> Callable[[Request], Reply]:
-    """Writes each phase's artifact with the `write` tool, then says it is done. `majors`: the
-    general reviewer's Major findings on review; `verify_majors`: those it still finds after the
-    fix (none: the fixer cleared them all). `faults` may answer a phase request instead (an
-    error, a hang) before the normal reply."""
+    """Writes each phase's artifact with the agent's own tool (pi's `write`, Claude Code's
+    `Write`, a shell command for Codex), then says it is done. `majors`: the general reviewer's
+    Major findings on review; `verify_majors`: those it still finds after the fix (none: the
+    fixer cleared them all), on every attempt, or only before `cleared_from_attempt` (the
+    escalated fixer clears them). `faults` may answer a phase request instead (an error, a
+    hang) before the normal reply."""
     found, left = list(majors or []), list(verify_majors or [])
 
     def script(request: Request) -> Reply:
@@ -190,9 +207,14 @@ def lifecycle_script(
             fault = faults(request, prompt)
             if fault is not None:
                 return fault
-        content = artifact_text(prompt, ticket, found, left)
+        cleared = cleared_from_attempt is not None and prompt.attempt >= cleared_from_attempt
+        content = artifact_text(prompt, ticket, found, [] if cleared else left)
         if request.anthropic:  # Claude Code's tool is `Write {file_path, content}`
             return ToolCall("Write", {"file_path": prompt.output, "content": content})
+        if request.responses:  # Codex has no write tool: a shell command writes the file
+            return ToolCall(
+                *responses_api.write_call_arguments(request.body, prompt.output, content)
+            )
         return ToolCall("write", {"path": prompt.output, "content": content})
 
     return script
@@ -235,11 +257,12 @@ class StubModelServer:
                     return
                 with stub._lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
-                    anthropic = self.path.split("?")[0].endswith("/messages")
-                    request = Request(body, len(stub.requests), headers, anthropic)
+                    path = self.path.split("?")[0]
+                    anthropic, responses = path.endswith("/messages"), path.endswith("/responses")
+                    request = Request(body, len(stub.requests), headers, anthropic, responses)
                     stub.requests.append(request)
                 reply = stub.script(request)
-                stub._answer(self, reply, str(body.get("model", "stub")), anthropic)
+                stub._answer(self, reply, str(body.get("model", "stub")), request)
 
             def do_HEAD(self) -> None:  # Claude Code checks that the endpoint answers
                 self.send_response(200)
@@ -277,8 +300,9 @@ class StubModelServer:
     # -- replies ----------------------------------------------------------------------------
 
     def _answer(
-        self, handler: BaseHTTPRequestHandler, reply: Reply, model: str, anthropic: bool
+        self, handler: BaseHTTPRequestHandler, reply: Reply, model: str, request: Request
     ) -> None:
+        anthropic = request.anthropic
         if isinstance(reply, Hang):
             if reply.on_start is not None:
                 reply.on_start()
@@ -304,8 +328,15 @@ class StubModelServer:
         handler.send_header("Connection", "close")
         handler.end_headers()
         handler.close_connection = True
-        if anthropic:
-            for name, data in _anthropic_events(reply, model):
+        if anthropic or request.responses:
+            if request.responses:
+                payload = (
+                    reply.content if isinstance(reply, Text) else (reply.name, reply.arguments)
+                )
+                records = responses_api.events(payload, model, RESPONSES_USAGE)
+            else:
+                records = _anthropic_events(reply, model)
+            for name, data in records:
                 handler.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
             handler.wfile.flush()
             return

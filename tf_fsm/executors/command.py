@@ -9,6 +9,7 @@ reports none.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -87,7 +88,7 @@ class CommandExecutor:
             timeout=invocation.timeout,
         )
         log = (
-            f"$ {' '.join(argv)}\n"
+            f"$ {shlex.join(argv)}\n"
             f"# exit code: {result.exit_code}  duration: {result.duration:.2f}s"
             f"{'  TIMED OUT' if result.timed_out else ''}\n"
             f"## stdout\n{result.stdout}\n## stderr\n{result.stderr}\n"

@@ -153,9 +153,11 @@ PARSERS: dict[str, Callable[[str], AgentReport]] = {
     "codex": parse_codex,
 }
 
-# Provider errors worth a restart: rate limits, overload, 5xx, timeouts, the network.
+# Provider errors worth a restart: rate limits, overload, 5xx, timeouts, the network. Codex
+# 0.169 reports an HTTP 500 only as "We're currently experiencing high demand, which may cause
+# temporary errors." (no status code in it).
 _TRANSIENT_ERROR = re.compile(
-    r"\b(?:429|5\d\d)\b|rate.?limit|too many requests|overloaded|capacity|unavailable|"
+    r"\b(?:429|5\d\d)\b|rate.?limit|too many requests|overloaded|capacity|unavailable|high demand|"
     r"timed? ?out|timeout|connection|network|socket|ECONN\w*|ETIMEDOUT|EAI_AGAIN|ENOTFOUND|"
     r"fetch failed|terminated|aborted|stream (?:ended|closed)|internal server error|bad gateway",
     re.IGNORECASE,
