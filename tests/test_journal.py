@@ -197,3 +197,18 @@ def test_timestamps_from_now_validate() -> None:
         ts=timestamp(datetime.now(UTC)), ticket="t", status="closed", counts=None, reason=None
     )
     assert decode(encode(event)).events == [event]
+
+
+def test_usage_token_counts_stay_integers_and_cost_a_float() -> None:
+    from tf_fsm.journal import InvocationFinished, decode, encode
+
+    event = InvocationFinished(
+        ts="2026-01-01T00:00:00.000Z", ticket="a", attempt=1, phase="review", role="r",
+        model="m", artifact="review.md", sha256=None, ok=True, durationMs=1,
+        usage={"inputTokens": 2000, "outputTokens": 200, "costUsd": 0.5},
+    )  # fmt: skip
+    line = encode(event)
+    assert b'"inputTokens":2000,' in line
+    usage = decode(line).events[0].usage  # type: ignore[attr-defined]
+    assert usage == {"inputTokens": 2000, "outputTokens": 200, "costUsd": 0.5}
+    assert isinstance(usage["inputTokens"], int)

@@ -146,7 +146,7 @@ class InvocationFinished(Event):
     ok: bool
     durationMs: int
     #: {inputTokens, outputTokens, costUsd} when the agent CLI reported them
-    usage: dict[str, float] | None = None
+    usage: dict[str, int | float] | None = None  # token counts stay ints, cost is a float
     failureClass: str | None = None  # when not ok (see PhaseFailed)
 
 
