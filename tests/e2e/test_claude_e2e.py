@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.stubs.agent_project import require_agent
 from tests.stubs.openai_stub import (
     COMPLETION_TOKENS,
     PROMPT_TOKENS,
@@ -37,14 +35,7 @@ INVOCATION_COST = 0.009
 
 
 def find_claude() -> str:
-    explicit = os.environ.get("TF_FSM_CLAUDE")
-    found = explicit if explicit and Path(explicit).is_file() else shutil.which("claude")
-    if found is None:
-        pytest.skip(
-            "claude not found (neither $TF_FSM_CLAUDE nor `claude` on PATH): "
-            f"npm install -g @anthropic-ai/claude-code@{CLAUDE_VERSION}"
-        )
-    return found
+    return require_agent("TF_FSM_CLAUDE", "claude", "@anthropic-ai/claude-code", CLAUDE_VERSION)
 
 
 def setup(project: Path, claude: str, **workflow: Any) -> Path:

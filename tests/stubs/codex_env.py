@@ -11,16 +11,11 @@ leaves the machine: the stub is Codex's only provider, and analytics are off.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.stubs.pi_env import API_KEY, MODELS, TICKET_ID, TICKET_TEXT
+from tests.stubs.agent_project import TICKET_ID, AgentProject, require_agent
+from tests.stubs.pi_env import API_KEY, MODELS, TICKET_TEXT
 
 #: the Codex release these tests ran against
 CODEX_VERSION = "0.169.0"
@@ -29,22 +24,8 @@ CODEX_PACKAGE = "@openai/codex"
 API_KEY_ENV = "STUB_KEY"
 
 
-def find_codex() -> str | None:
-    """$TF_FSM_CODEX (a path), else `codex` on PATH."""
-    explicit = os.environ.get("TF_FSM_CODEX")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    return shutil.which("codex")
-
-
 def require_codex() -> str:
-    codex = find_codex()
-    if codex is None:
-        pytest.skip(
-            "codex not found (neither $TF_FSM_CODEX nor `codex` on PATH): "
-            f"npm install -g {CODEX_PACKAGE}@{CODEX_VERSION}"
-        )
-    return codex
+    return require_agent("TF_FSM_CODEX", "codex", CODEX_PACKAGE, CODEX_VERSION)
 
 
 def provider_args(base_url: str) -> list[str]:
@@ -63,7 +44,7 @@ def provider_args(base_url: str) -> list[str]:
     ]  # fmt: skip
 
 
-class CodexProject:
+class CodexProject(AgentProject):
     """A tf_fsm project whose agent is the real Codex, talking to `base_url`."""
 
     def __init__(self, project: Path, tmp_path: Path, codex: str, base_url: str) -> None:
@@ -91,38 +72,5 @@ class CodexProject:
         settings = {"metaModels": meta, "workflow": workflow, "executor": conf}
         path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
 
-    def env(self, **extra: str) -> dict[str, str]:
-        return {
-            **os.environ,
-            "CODEX_HOME": str(self.home),
-            "HOME": str(self.home),
-            API_KEY_ENV: API_KEY,
-            "TF_FSM_ROOT": str(self.project),
-            **extra,
-        }
-
-    def tf(self, *args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tf_fsm", *args],
-            cwd=self.project,
-            env=self.env(**env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    # -- observation -------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        return json.loads((self.dir / "retry-state.json").read_text(encoding="utf-8"))
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        lines = (self.dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-        evs = [json.loads(line) for line in lines if line.strip()]
-        return [e for e in evs if name is None or e["event"] == name]
-
-    def status(self) -> dict[str, Any]:
-        result = self.tf("status", TICKET_ID, "--json")
-        assert result.returncode == 0, result.stderr
-        row: dict[str, Any] = json.loads(result.stdout)
-        return row
+    def agent_env(self) -> dict[str, str]:
+        return {"CODEX_HOME": str(self.home), "HOME": str(self.home), API_KEY_ENV: API_KEY}

@@ -9,21 +9,15 @@ of its models, and pi's own retries are off so that tf_fsm's restarts are what i
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import tk_ticket
+from tests.stubs.agent_project import TICKET_ID, AgentProject, require_agent
 
 #: the pi release these tests ran against (CI installs exactly this one)
 PI_VERSION = "0.73.1"
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
-TICKET_ID = "pt-1"
 #: dollars per million tokens in models.json; the stub reports 1000 prompt + 100 completion
 #: tokens per reply, so one reply costs 0.001 + 0.0002 dollars
 COST = {"input": 1.0, "output": 2.0, "cacheRead": 0, "cacheWrite": 0}
@@ -47,25 +41,11 @@ MODELS = {
 TICKET_TEXT = tk_ticket("pt-1")
 
 
-def find_pi() -> str | None:
-    """$TF_FSM_PI (a path), else `pi` on PATH."""
-    explicit = os.environ.get("TF_FSM_PI")
-    if explicit:
-        return explicit if Path(explicit).is_file() else None
-    return shutil.which("pi")
-
-
 def require_pi() -> str:
-    pi = find_pi()
-    if pi is None:
-        pytest.skip(
-            f"pi not found (neither $TF_FSM_PI nor `pi` on PATH): "
-            f"npm install -g {PI_PACKAGE}@{PI_VERSION}"
-        )
-    return pi
+    return require_agent("TF_FSM_PI", "pi", PI_PACKAGE, PI_VERSION)
 
 
-class PiProject:
+class PiProject(AgentProject):
     """A tf_fsm project whose agent is the real pi, talking to `base_url`."""
 
     def __init__(self, project: Path, tmp_path: Path, pi: str, base_url: str) -> None:
@@ -115,40 +95,11 @@ class PiProject:
             {"metaModels": meta, "workflow": workflow, "executor": conf},
         )
 
-    def env(self, **extra: str) -> dict[str, str]:
+    def agent_env(self) -> dict[str, str]:
         return {
-            **os.environ,
             "PI_CODING_AGENT_DIR": str(self.agent_dir),
             "PI_OFFLINE": "1",
             "PI_TELEMETRY": "0",
             "HOME": str(self.home),
             API_KEY_ENV: API_KEY,
-            "TF_FSM_ROOT": str(self.project),
-            **extra,
         }
-
-    def tf(self, *args: str, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "tf_fsm", *args],
-            cwd=self.project,
-            env=self.env(**env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-    # -- observation -------------------------------------------------------------------------
-
-    def state(self) -> dict[str, Any]:
-        return json.loads((self.dir / "retry-state.json").read_text(encoding="utf-8"))
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        lines = (self.dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
-        evs = [json.loads(line) for line in lines if line.strip()]
-        return [e for e in evs if name is None or e["event"] == name]
-
-    def status(self) -> dict[str, Any]:
-        result = self.tf("status", TICKET_ID, "--json")
-        assert result.returncode == 0, result.stderr
-        row: dict[str, Any] = json.loads(result.stdout)
-        return row
