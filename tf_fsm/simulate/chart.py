@@ -9,6 +9,11 @@ from html import escape
 from tf_fsm.simulate.engine import PolicyResult
 
 
+def _point_label(r: PolicyResult) -> str:
+    """The letter beside a point; the budget run is (c) again, so it says so."""
+    return f"{r.policy}, ${r.budgetUsd:g}" if r.budgetUsd else r.policy
+
+
 def _name(r: PolicyResult) -> str:
     return f"({r.policy}) {r.label}" + (f", budget ${r.budgetUsd:g}" if r.budgetUsd else "")
 
@@ -69,7 +74,8 @@ def svg_chart(results: Sequence[PolicyResult], title: str) -> str:
     for i, (r, x, y) in enumerate(pts):
         color = colors[i % len(colors)]
         out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{color}"/>')
-        out.append(f'<text x="{px(x) + 9:.1f}" y="{py(y) - 7:.1f}">{escape(r.policy)}</text>')
+        label = escape(_point_label(r))
+        out.append(f'<text x="{px(x) + 9:.1f}" y="{py(y) - 7:.1f}">{label}</text>')
         ly = top + 14 + 18 * i
         out.append(f'<circle cx="{left + plot_w + 20}" cy="{ly - 4}" r="5" fill="{color}"/>')
         out.append(f'<text x="{left + plot_w + 30}" y="{ly}">{escape(_name(r))}</text>')
