@@ -10,7 +10,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-SUITE = ["bench_lifecycle.py", "bench_startup.py", "bench_selection.py", "bench_watch.py"]
+SUITE = [
+    "bench_lifecycle.py",
+    "bench_startup.py",
+    "bench_selection.py",
+    "bench_watch.py",
+    "bench_parallel.py",
+]
 
 
 def main() -> int:
