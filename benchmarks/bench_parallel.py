@@ -109,7 +109,7 @@ def main() -> None:
         f"(max(t1 / 4, CPU / {cores}) / t1)"
     )
     ratio = t4 / t1
-    budget("4 workers / 1 worker", ratio, LIMIT, f"{ratio:.2f} (budget <= {LIMIT})")
+    budget("4 workers / 1 worker", ratio, LIMIT, f"{ratio:.3f} (budget <= {LIMIT})")
 
 
 if __name__ == "__main__":
