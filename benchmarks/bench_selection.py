@@ -1,17 +1,28 @@
-"""Backlog selection (`tk ready`'s rules) over a generated backlog, against tk itself.
+"""Budget 3: backlog scale. `tf-fsm tickets ready` and the loop's selection over 10,000 and
+100,000 generated tk tickets.
 
-Generates N tickets in the tk format (30% closed, 0-3 random deps each, priorities 0-4, some
-component tags) and times tf_fsm's one-pass scan plus selection in-process (warm, median) and
-as `tf-fsm tickets ready` (a whole process, Python start-up included). With `--tk PATH` (a tk
-script; nothing is vendored here) it times `tk ready` on the same directory, checks that both
-print the same bytes, and prints the ratio.
+Each backlog is generated once into a temporary directory: tk tickets (30% closed, 0-3 random
+deps, priorities 0-4, one component tag each) and, for 3% of them, a retry-state.json (one
+blocked attempt, retries exhausted, or closed before and reopened). Timed, per size:
 
-    python benchmarks/bench_selection.py [--tickets 10000] [--tk /path/to/tk] [--repeat 5]
+* `tf-fsm tickets ready` as a whole process (Python start-up included), median;
+* the same scan + selection in-process (warm), for reference;
+* the loop's selection: `tf-fsm ralph`'s own `Loop._fill` with 4 worker slots, each start
+  recorded instead of spawned (scan, tk ready's order, reading each candidate's files).
+
+Budgets: 10k <= 0.5 s; 100k <= 12 x 10k (linear); peak memory of a 100k process <= 300 MB
+(the CLI's and the loop selection's, each in a fresh process); no state machine built while
+selecting. With `--tk PATH` (a tk script; nothing is vendored here) it also times `tk ready`
+on the 10k backlog once, checks both print the same bytes and wants tf_fsm >= 10 x faster.
+
+    python benchmarks/bench_selection.py [--sizes 10000,100000] [--tk /path/to/tk] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import os
 import random
 import statistics
@@ -19,15 +30,58 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from tf_fsm import selection
+sys.path.insert(0, str(Path(__file__).parent))
+from _budget import budget, median_seconds, ms
+
+from tf_fsm import machine, selection
+from tf_fsm.config import settings_from_dict
+from tf_fsm.ralph import Loop, LoopOptions, Plan
+from tf_fsm.ralph_view import Reporter
+from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
 from tf_fsm.tickets import new_ticket, scan
 
+WORKERS = 4
+LIMIT_10K = 0.5
+MAX_GROWTH = 12.0  # 100k may take at most 12 x 10k: linear, with room for noise
+MAX_RSS_MB = 300.0
+NOW = datetime(2026, 2, 10, 12, 0, tzinfo=UTC)
 
-def generate(directory: Path, count: int, seed: int = 7) -> None:
+# Runs argv as its only child and prints the child's peak RSS (KB): RUSAGE_CHILDREN of a
+# fresh process, so nothing else this benchmark ran is counted.
+PEAK_RSS = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+
+
+def _state_templates() -> list[dict[str, Any]]:
+    """retry-state.json bodies: one blocked attempt (a retry is due), retries exhausted (the
+    loop skips it), closed once and reopened in tk (starts over at attempt 1)."""
+
+    def attempts(*ends: str) -> dict[str, Any]:
+        state = new_state("x", NOW)
+        for end in ends:
+            state = start_attempt(
+                state, trigger="initial", escalation=EscalationRecord.of(), fail_on=[], now=NOW
+            )
+            state = finish_attempt(state, status=end, counts={}, max_retries=3, now=NOW)  # type: ignore[arg-type]
+        return state.to_json_dict()
+
+    return [attempts("blocked"), attempts("blocked", "blocked", "blocked"), attempts("closed")]
+
+
+def generate(root: Path, count: int, seed: int = 7) -> None:
     rnd = random.Random(seed)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = root / ".tickets"
+    directory.mkdir(parents=True)
+    states = _state_templates()
     ids = [f"bk-{i:05x}" for i in range(count)]
     for tid in ids:
         deps = tuple(sorted(set(rnd.sample(ids, rnd.randint(0, 3)))))
@@ -42,67 +96,147 @@ def generate(directory: Path, count: int, seed: int = 7) -> None:
             description="Body text that tk's awk reads line by line as well.",
         )
         (directory / f"{tid}.md").write_text(text, encoding="utf-8")
+        if rnd.random() < 0.03:
+            state_dir = root / ".tf/knowledge/tickets" / tid
+            state_dir.mkdir(parents=True)
+            body = {**rnd.choice(states), "ticketId": tid}
+            (state_dir / "retry-state.json").write_text(json.dumps(body), encoding="utf-8")
 
 
-def time_in_process(directory: Path, repeat: int) -> tuple[float, float, str]:
-    scans, totals = [], []
-    output = ""
+class _SelectOnly(Loop):
+    """The loop's own `_fill`, recording each start instead of spawning a worker."""
+
+    def _launch(self, plan: Plan) -> None:
+        self.running[plan.ticket] = SimpleNamespace(plan=plan)  # type: ignore[assignment]
+
+
+def loop_selection(root: Path) -> list[str]:
+    settings = settings_from_dict({"executor": {"kind": "scripted"}})
+    options = LoopOptions(workers=WORKERS, max_iterations=10**9)
+    loop = _SelectOnly(root, settings, options, Reporter(None, err=io.StringIO()))
+    loop._fill()
+    return list(loop.running)
+
+
+def ready_in_process(root: Path) -> str:
+    backlog = scan(root / ".tickets")
+    return "".join(selection.ready_line(ln) + "\n" for ln in selection.ready(backlog))
+
+
+def run(argv: list[str], root: Path) -> bytes:
+    env = {**os.environ, "LC_ALL": "C"}
+    env.pop("TICKETS_DIR", None)
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, check=True).stdout
+
+
+def peak_rss_mb(argv: list[str], root: Path) -> float:
+    return int(run([sys.executable, "-c", PEAK_RSS, *argv], root)) / 1024
+
+
+def measure(roots: dict[int, Path], repeat: int) -> dict[int, dict[str, float]]:
+    """Median times per size. The sizes take turns, run by run, so that a change in the
+    machine's load (it is shared) weighs on both sides of the growth ratio alike."""
+    steps: dict[int, dict[str, Callable[[], object]]] = {}
+    for count, root in roots.items():
+        cli = [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+        ours = ready_in_process(root)
+        assert run(cli, root).decode("utf-8", "surrogateescape") == ours, "CLI != in-process"
+        print(
+            f"{count:>7,} tickets: {ours.count(chr(10))} ready, loop starts "
+            f"{len(loop_selection(root))} of {WORKERS} (3 components, 1 each)"
+        )
+        steps[count] = {
+            "cli": lambda cli=cli, root=root: run(cli, root),
+            "in_process": lambda root=root: ready_in_process(root),
+            "loop": lambda root=root: loop_selection(root),
+        }
+    times: dict[int, dict[str, list[float]]] = {n: {k: [] for k in steps[n]} for n in steps}
     for _ in range(repeat):
-        start = time.perf_counter()
-        backlog = scan(directory)
-        scanned = time.perf_counter()
-        output = "".join(selection.ready_line(ln) + "\n" for ln in selection.ready(backlog))
-        totals.append(time.perf_counter() - start)
-        scans.append(scanned - start)
-    return statistics.median(scans), statistics.median(totals), output
+        for count, named in steps.items():
+            for key, step in named.items():
+                times[count][key].append(median_seconds(step, 1))
+    figures = {n: {k: statistics.median(v) for k, v in kinds.items()} for n, kinds in times.items()}
+    for count, f in figures.items():
+        print(
+            f"{count:>7,} tickets: tf-fsm tickets ready {ms(f['cli'])} "
+            f"(in-process {ms(f['in_process'])}); loop selection {ms(f['loop'])}"
+        )
+    return figures
 
 
-def time_command(argv: list[str], env: dict[str, str], cwd: Path, repeat: int) -> tuple[float, str]:
-    times = []
-    out = ""
-    for _ in range(repeat):
-        start = time.perf_counter()
-        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
-        times.append(time.perf_counter() - start)
-        out = done.stdout.decode("utf-8", "surrogateescape")
-    return statistics.median(times), out
+def growth_budgets(small: int, large: int, figures: dict[int, dict[str, float]]) -> None:
+    s, big = figures[small], figures[large]
+    growth = large / small
+    allowed = MAX_GROWTH * growth / 10
+    for key, what in (("cli", "tf-fsm tickets ready"), ("loop", "loop selection")):
+        detail = f"{ms(s[key])} (budget <= {ms(LIMIT_10K)})"
+        budget(f"{what}, {small:,} tickets", s[key], LIMIT_10K, detail)
+        ratio = big[key] / s[key]
+        detail = f"{ratio:.1f}x for {growth:.0f}x the tickets (budget <= {allowed:.0f}x)"
+        budget(f"{what}, {large:,} / {small:,}", ratio, allowed, detail)
+
+
+def memory_budgets(root: Path, count: int) -> None:
+    cli = [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+    select = [sys.executable, __file__, "--select-once", str(root)]
+    for what, argv in (("tf-fsm tickets ready", cli), ("loop selection", select)):
+        peak = peak_rss_mb(argv, root)
+        detail = f"{peak:.0f} MB (budget <= {MAX_RSS_MB:.0f} MB)"
+        budget(f"{what}, {count:,} tickets, peak memory", peak, MAX_RSS_MB, detail)
+
+
+def compare_tk(tk: str, root: Path, count: int, cli_seconds: float) -> None:
+    start = time.perf_counter()
+    tk_out = run(["bash", tk, "ready"], root)
+    tk_s = time.perf_counter() - start
+    ours = run([sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"], root)
+    same = "identical" if tk_out == ours else "DIFFERENT"
+    print(f"tk ready, {count:,} tickets: {ms(tk_s)}; output {same}")
+    detail = f"{tk_s / cli_seconds:.1f}x faster, whole process against tk (budget >= 10x)"
+    budget(f"tf-fsm tickets ready / tk ready, {count:,} tickets", cli_seconds / tk_s, 0.1, detail)
+
+
+def count_lifecycles() -> list[int]:
+    """Counts `Lifecycle` constructions from here on (the loop must build none)."""
+    made = [0]
+    built = machine.Lifecycle.__init__
+
+    def counting_init(self: machine.Lifecycle, *args: Any, **kwargs: Any) -> None:
+        made[0] += 1
+        built(self, *args, **kwargs)
+
+    machine.Lifecycle.__init__ = counting_init  # type: ignore[method-assign]
+    return made
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tickets", type=int, default=10_000)
+    parser.add_argument("--sizes", default="10000,100000", help="small,large (default 10k,100k)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--tk", help="path to a tk script, to compare with `tk ready`")
+    parser.add_argument("--select-once", metavar="ROOT", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
+    if args.select_once:  # the loop's selection alone, in a fresh process (peak memory)
+        loop_selection(Path(args.select_once))
+        return
+    small, large = (int(n) for n in args.sizes.split(","))
+    made = count_lifecycles()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        directory = root / ".tickets"
-        start = time.perf_counter()
-        generate(directory, args.tickets)
-        print(f"generated {args.tickets} tickets in {time.perf_counter() - start:.1f}s")
-        env = {**os.environ, "TICKETS_DIR": str(directory), "LC_ALL": "C", "TF_FSM_ROOT": tmp}
-
-        scan_s, total_s, ours = time_in_process(directory, args.repeat)
-        ready = ours.count("\n")
-        print(
-            f"tf_fsm in-process: scan {scan_s * 1000:.0f} ms, "
-            f"scan + ready {total_s * 1000:.0f} ms ({ready} ready)"
-        )
-        cli_s, cli_out = time_command(
-            [sys.executable, "-m", "tf_fsm", "tickets", "ready"], env, root, args.repeat
-        )
-        assert cli_out == ours, "tf-fsm tickets ready differs from the in-process selection"
-        print(f"tf-fsm tickets ready (whole process): {cli_s * 1000:.0f} ms")
-
+        roots = {count: Path(tmp) / str(count) for count in (small, large)}
+        for count, root in roots.items():
+            start = time.perf_counter()
+            generate(root, count)
+            print(f"generated {count:,} tickets in {time.perf_counter() - start:.1f}s")
+        figures = measure(roots, args.repeat)
+        growth_budgets(small, large, figures)
+        memory_budgets(Path(tmp) / str(large), large)
+        transitions = "transitions" in sys.modules
+        detail = f"Lifecycle built {made[0]} times; transitions imported: {transitions}"
+        budget("no state machine while selecting", made[0] + transitions, 0, detail)
         if args.tk:
-            tk_s, tk_out = time_command(["bash", args.tk, "ready"], env, root, 1)
-            same = "identical" if tk_out == ours else "DIFFERENT"
-            print(f"tk ready: {tk_s * 1000:.0f} ms; output {same}")
-            print(
-                f"ratio tk / tf_fsm: {tk_s / total_s:.1f}x in-process, "
-                f"{tk_s / cli_s:.1f}x whole process"
-            )
+            compare_tk(args.tk, Path(tmp) / str(small), small, figures[small]["cli"])
+        else:
+            print("tk ready: not compared (no tk script is vendored; pass --tk /path/to/tk)")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ SUITE = [
     "bench_startup.py",
     "bench_selection.py",
     "bench_watch.py",
+    "bench_parallel.py",
     "bench_convergence.py",
 ]
 

@@ -359,6 +359,28 @@ def _awk_fields(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.stdout.splitlines())
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "status: open",
+        "status:closed",  # no ": ": awk's $2 is empty
+        "status:",
+        "status: a: b",  # $2 stops at the second ": "
+        "status:x: y",  # the first ": " is after the colon: $2 is "y"
+        "status:  two spaces",
+        "status: trailing ",
+        "status: tab\there",
+        "statuses: open",  # not the key
+        "status : open",  # not the key either
+    ],
+)
+def test_field_values_are_awks_dollar_2(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "t-1.md"
+    path.write_text(f"---\nid: t-1\n{line}\n---\n# T\n", newline="")
+    record = scan(tmp_path).records["t-1"]
+    assert record.status == _awk_fields(path).get("status", "")
+
+
 def test_new_ticket_is_what_tk_create_writes_and_awk_reads(tmp_path: Path) -> None:
     text = new_ticket(
         "tm-5c46",

@@ -108,7 +108,7 @@ def _console() -> Any:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from tf_fsm.config import find_project_root
+    from tf_fsm.project import find_project_root  # not tf_fsm.config: no pydantic to find it
 
     return Path(args.root).resolve() if args.root else find_project_root()
 
@@ -338,7 +338,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 
 
 def _optional_root(args: argparse.Namespace) -> Path | None:
-    from tf_fsm.config import find_project_root
+    from tf_fsm.project import find_project_root
 
     if args.root:
         return Path(args.root).resolve()
@@ -349,19 +349,24 @@ def _optional_root(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from tf_fsm.project import nothing_run_with_defaults
+
+    root = _root(args)
+    if not args.tickets and nothing_run_with_defaults(root):
+        # No settings file to validate and no ticket state: answered without loading the
+        # settings models (pydantic), which would take longer than the rest of the command.
+        return _no_rows(args.json)
     from tf_fsm.config import load_settings
     from tf_fsm.status import ticket_status, tracked_tickets
 
-    root = _root(args)
     settings = load_settings(root)
     ids = _ticket_ids(args.tickets) if args.tickets else tracked_tickets(root, settings)
     rows = [ticket_status(root, settings, ticket_id) for ticket_id in ids]
+    if not rows:
+        return _no_rows(args.json)
     if args.json:
         for row in rows:
             print(json.dumps(row))
-        return EXIT_OK
-    if not rows:
-        print("no tickets have been run yet")
         return EXIT_OK
     from rich.table import Table
 
@@ -377,6 +382,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             row["next"],
         )
     _console().print(table)
+    return EXIT_OK
+
+
+def _no_rows(as_json: bool) -> int:
+    if not as_json:  # --json prints one line per ticket: none
+        print("no tickets have been run yet")
     return EXIT_OK
 
 

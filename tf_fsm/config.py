@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import difflib
 import json
-import os
 import string
 import types
 import typing
@@ -23,11 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tf_fsm.errors import ProjectNotFoundError, SettingsError, SettingsProblem
-from tf_fsm.state import SEVERITIES, normalize_severity
+from tf_fsm.errors import SettingsError, SettingsProblem
 
-SETTINGS_RELPATH = Path(".tf/config/settings.json")
-ROOT_ENV = "TF_FSM_ROOT"
+# Re-exported: they live in tf_fsm.project so that finding the project does not load pydantic.
+from tf_fsm.project import DEFAULT_KNOWLEDGE_DIR
+from tf_fsm.project import ROOT_ENV as ROOT_ENV
+from tf_fsm.project import SETTINGS_RELPATH as SETTINGS_RELPATH
+from tf_fsm.project import find_project_root as find_project_root
+from tf_fsm.severity import SEVERITIES, normalize_severity
 
 REVIEWER_ROLES: tuple[str, ...] = (
     "reviewer-general",
@@ -97,7 +99,7 @@ PACKAGE_DEFAULTS: dict[str, Any] = {
         "enableFixer": True,
         "enableCloser": True,
         "enableQualityGate": True,
-        "knowledgeDir": ".tf/knowledge",
+        "knowledgeDir": DEFAULT_KNOWLEDGE_DIR,
         "escalation": {
             "enabled": False,
             "maxRetries": 3,
@@ -170,7 +172,7 @@ class Workflow(_Section):
     enableFixer: bool = True
     enableCloser: bool = True
     enableQualityGate: bool = True
-    knowledgeDir: str = ".tf/knowledge"
+    knowledgeDir: str = DEFAULT_KNOWLEDGE_DIR
     escalation: Escalation = Escalation()
     postFixVerification: Literal["rereview", "fixes"] = "rereview"
     qualityGates: list[QualityGate] = Field(default_factory=list)
@@ -377,19 +379,6 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
         else:
             out[key] = copy.deepcopy(value)
     return out
-
-
-def find_project_root(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
-    """`TF_FSM_ROOT` if set, else the nearest directory at or above `start` holding `.tf/` or
-    `.tickets/` (as tk walks up for `.tickets/`)."""
-    env = os.environ if environ is None else environ
-    if env.get(ROOT_ENV):
-        return Path(env[ROOT_ENV]).resolve()
-    here = (start or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / ".tf").is_dir() or (candidate / ".tickets").is_dir():
-            return candidate
-    raise ProjectNotFoundError(here)
 
 
 def load_settings(root: Path) -> LoadedSettings:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from tf_fsm.state import SEVERITIES, normalize_severity
+from tf_fsm.severity import SEVERITIES, normalize_severity
 
 __all__ = [
     "CloseStatus",

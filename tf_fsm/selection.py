@@ -17,9 +17,10 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tf_fsm.tickets import Backlog, TkRecord
 
@@ -69,14 +70,16 @@ class Line:
         return self.fields[index] if index < len(self.fields) else ""
 
 
-def _key_column(values: list[str]) -> Callable[[str], object] | None:
-    """A sort key equivalent to awk's `>` on this column, or None when the column mixes
-    numbers and strings (awk's order is then not a total order; a comparator is used)."""
-    numbers = [awk_number(v) for v in values]
+def _key_column(values: list[str]) -> list[Any] | None:
+    """Sort keys equivalent to awk's `>` on this column, one per value (computed once: the
+    number test is a regex), or None when the column mixes numbers and strings (awk's order
+    is then not a total order; a comparator is used)."""
+    seen: dict[str, float | None] = {}  # priorities repeat: 5 values over a whole backlog
+    numbers = [seen[v] if v in seen else seen.setdefault(v, awk_number(v)) for v in values]
     if all(n is not None for n in numbers):
-        return awk_number
+        return numbers
     if all(n is None for n in numbers):
-        return _bytes
+        return [_bytes(v) for v in values]
     return None
 
 
@@ -86,8 +89,8 @@ def tk_sort(lines: list[Line]) -> list[Line]:
     k1 = _key_column([ln.field(0) for ln in lines])
     k2 = _key_column([ln.field(1) for ln in lines])
     if k1 is not None and k2 is not None:
-        first, second = k1, k2
-        return sorted(lines, key=lambda ln: (first(ln.field(0)), second(ln.field(1))))
+        first, second = k1, k2  # sorted() is stable: equal keys keep file order
+        return [lines[i] for i in sorted(range(len(lines)), key=lambda i: (first[i], second[i]))]
 
     def compare(x: Line, y: Line) -> int:
         return awk_compare(x.field(0), y.field(0)) or awk_compare(x.field(1), y.field(1))
@@ -116,11 +119,13 @@ def ready(backlog: Backlog, assignee: str | None = None, tag: str | None = None)
     """`tk ready -a ASSIGNEE -T TAG`, in tk's order."""
     records = backlog.records
     out: list[Line] = []
-    for rec in records.values():
-        if not _wanted(rec, assignee, tag):
+    filtered = bool(assignee or tag)
+    for rec in records.values():  # the whole backlog: the cheap tests come first
+        if rec.status not in ACTIVE or (filtered and not _wanted(rec, assignee, tag)):
             continue
-        deps = rec.dep_list()
-        if all((d := records.get(dep)) is not None and d.status == "closed" for dep in deps):
+        if not rec.deps or all(
+            (d := records.get(dep)) is not None and d.status == "closed" for dep in rec.dep_list()
+        ):
             joined = f"{rec.priority}|{rec.id}|{rec.status}|{rec.title}"
             out.append(Line(rec, tuple(joined.split("|"))))
     return tk_sort(out)

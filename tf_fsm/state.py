@@ -15,8 +15,11 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# Re-exported: the severities lived here before tf_fsm.severity, and callers still import them.
+from tf_fsm.severity import SEVERITIES as SEVERITIES
+from tf_fsm.severity import normalize_severity as normalize_severity
+
 SCHEMA_VERSION = 1
-SEVERITIES: tuple[str, ...] = ("Critical", "Major", "Minor", "Warnings", "Suggestions")
 
 AttemptStatus = Literal["in_progress", "blocked", "closed", "error"]
 TicketStatus = Literal["active", "blocked", "closed"]
@@ -37,18 +40,6 @@ KNOWN_TRIGGERS: frozenset[str] = frozenset(
     }
 )
 _TRIGGER_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
-
-
-# "critical", "major", "minor", "warning(s)", "suggestion(s)" -> the canonical name.
-_SEVERITY_WORDS = {w: s for s in SEVERITIES for w in (s.lower(), s.lower().removesuffix("s"))}
-_EDGE_JUNK = re.compile(r"^[\W_]+|[\W_]+$")
-
-
-def normalize_severity(name: str) -> str | None:
-    """Canonical severity for `name` ("**critical:**" -> "Critical"), or None if it is none."""
-    if len(name) > 200:  # no severity name is this long; keeps the edge regex cheap
-        return None
-    return _SEVERITY_WORDS.get(_EDGE_JUNK.sub("", name).lower())
 
 
 def utc_stamp(moment: datetime) -> str:

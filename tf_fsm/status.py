@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tf_fsm import journal as ev
 from tf_fsm.config import LoadedSettings, knowledge_dir
-from tf_fsm.detection import evaluate
-from tf_fsm.errors import CorruptStateError
-from tf_fsm.escalation import next_tier, retries_left, should_retry, should_skip, stopped
-from tf_fsm.executors.accounting import since_reset, ticket_usage
-from tf_fsm.machine import state_of_attempt
-from tf_fsm.resume import gate_decided, live_phase, resume_point
-from tf_fsm.state import RetryState
-from tf_fsm.store import TICKET_ID_RE, TicketStore
+
+# Everything else is imported where it is used: `tf-fsm status` on a project where no ticket
+# has run needs only the settings, and the journal/state models, the store (filelock, the
+# redaction regex) and the detection regexes cost more start-up than the whole command may
+# take (benchmarks/bench_startup.py).
+if TYPE_CHECKING:
+    from tf_fsm.journal import Event
+    from tf_fsm.state import RetryState
+    from tf_fsm.store import TicketStore
 
 
 def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
@@ -22,10 +22,17 @@ def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
     base = knowledge_dir(root, settings) / "tickets"
     if not base.is_dir():
         return []
+    from tf_fsm.store import TICKET_ID_RE
+
     return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
 
 
 def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    from tf_fsm.escalation import retries_left, should_skip
+    from tf_fsm.machine import state_of_attempt
+    from tf_fsm.resume import live_phase
+    from tf_fsm.store import TicketStore
+
     store = TicketStore(knowledge_dir(root, settings), ticket_id)
     state = store.load_retry_state()
     cur = state.current if state else None
@@ -44,12 +51,9 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     )
     if cur is not None and cur.status == "closed":
         failure = None
-    spend = cost_summary(store, state, settings)
-    phase = (
-        live_phase(cur.attemptNumber, cur.status, cur.phase, _events(store))
-        if cur is not None
-        else None
-    )
+    events = _events(store)
+    spend = cost_summary(events, state, settings)
+    phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
     return {
         "ticket": ticket_id,
         "next": next_step(store, state, settings),
@@ -76,12 +80,14 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
 
 
 def cost_summary(
-    store: TicketStore, state: RetryState | None, settings: LoadedSettings
+    events: list[Event], state: RetryState | None, settings: LoadedSettings
 ) -> dict[str, Any]:
     """Usage and cost summed over the ticket's invocations since the last --retry-reset (the
     journal has every invocation, restarts and failed ones too), the budget, and the class of
     the last failure (`budget` when the budget refused the last run)."""
-    events = _events(store)
+    from tf_fsm import journal as ev
+    from tf_fsm.executors.accounting import since_reset, ticket_usage
+
     usage = ticket_usage(events)
     cur = state.current if state else None
     failure_class = (
@@ -116,7 +122,9 @@ def cost_summary(
     }
 
 
-def _events(store: TicketStore) -> list[ev.Event]:
+def _events(store: TicketStore) -> list[Event]:
+    from tf_fsm.errors import CorruptStateError
+
     try:
         return store.read_events().events
     except CorruptStateError:  # status still reports the rest; `run` names the bad line
@@ -125,6 +133,9 @@ def _events(store: TicketStore) -> list[ev.Event]:
 
 def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:
     """What `tf-fsm run` would do next, and why, in one line (read-only)."""
+    from tf_fsm.escalation import next_tier, should_retry, stopped
+    from tf_fsm.resume import gate_decided, resume_point
+
     cur = state.current if state else None
     if state is None or cur is None:
         return "attempt 1 (initial)"
@@ -157,6 +168,9 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    from tf_fsm.detection import evaluate
+    from tf_fsm.store import TicketStore
+
     store = TicketStore(knowledge_dir(root, settings), ticket_id)
     verdict = evaluate(
         settings.workflow.failOn,
