@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import shlex
 import signal
 import subprocess
@@ -249,6 +250,26 @@ def test_max_iterations_bounds_the_loop(proj: Project) -> None:
     assert proj.tk_status("pt-3") == "open"
     assert "- Status: STOPPED" in proj.progress()
     assert run_cli("--root", str(proj.root), "ralph", "--max-iterations", "0").returncode == 2
+
+
+def test_the_loop_reports_the_phase_a_worker_is_in(proj: Project) -> None:
+    """The phase comes from the journal (each start is written as it begins), so the loop
+    names it while the agent is still working in it."""
+    proj.ticket("pt-1", plan=HANG)
+    loop = proj.spawn("--workers", "1", "--json")
+    assert loop.stdout is not None
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 20
+    # Read while the agent hangs in implement, before anything stops it (a stopped worker
+    # records its phase in retry-state.json, which would hide a loop that only reads that).
+    while time.monotonic() < deadline and not any(e["event"] == "phase" for e in seen):
+        if select.select([loop.stdout], [], [], 0.5)[0]:
+            line = loop.stdout.readline()
+            seen += [json.loads(line)] if line.startswith("{") else []
+    os.kill(loop.pid, signal.SIGINT)
+    loop.communicate(timeout=20)
+    phases = [(e["ticket"], e["phase"]) for e in seen if e["event"] == "phase"]
+    assert phases == [("pt-1", "implement")], seen
 
 
 @pytest.mark.parametrize("target", ["loop", "group"])

@@ -31,7 +31,7 @@ from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
-from tf_fsm.ralph_worker import lock_holder, open_attempt, read_state_json
+from tf_fsm.ralph_worker import lock_holder, open_attempt, read_state_json, running_phase
 from tf_fsm.store import TicketStore
 
 WORKER_LOCKED = 75
@@ -319,13 +319,12 @@ class Loop:
 
     def _look_at_phases(self) -> None:
         for ticket, worker in self.running.items():
-            last = open_attempt(
-                read_state_json(self.knowledge / "tickets" / ticket / "retry-state.json")
-            )
+            directory = self.knowledge / "tickets" / ticket
+            last = open_attempt(read_state_json(directory / "retry-state.json"))
             if last is None:
                 continue  # not started yet: the last attempt is still the previous one
-            phase = last.get("phase")
-            if isinstance(phase, str) and phase != worker.phase:
+            phase = running_phase(directory / "events.jsonl", last.get("attemptNumber", 0))
+            if phase is not None and phase != worker.phase:
                 worker.phase = phase
                 self.reporter.phase(ticket, worker.plan.attempt, phase, self.now() - worker.started)
 

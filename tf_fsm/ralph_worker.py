@@ -64,3 +64,32 @@ def open_attempt(data: dict[str, Any] | None) -> dict[str, Any] | None:
     attempts = data.get("attempts") if data else None
     last = attempts[-1] if isinstance(attempts, list) and attempts else None
     return last if isinstance(last, dict) and last.get("status") == "in_progress" else None
+
+
+#: how much of a journal's end the loop reads to find the running phase (a phase's events are
+#: a few hundred bytes; an attempt's start is never far behind its latest phase)
+JOURNAL_TAIL_BYTES = 16 * 1024
+
+
+def running_phase(journal: Path, attempt: int) -> str | None:
+    """The phase attempt `attempt` last started, from the end of the journal, as plain JSON
+    (each phase start is written to the journal the moment it begins; retry-state.json only
+    records where an attempt stopped). None when none is found."""
+    try:
+        with journal.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        if b'"PhaseStarted"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # the first, cut line of the tail, or a torn last one
+        if isinstance(event, dict) and event.get("attempt") == attempt:
+            phase = event.get("phase")
+            return phase if isinstance(phase, str) else None
+    return None
