@@ -2,8 +2,9 @@
 process (`python -m tf_fsm run ID --once`), and goes on until nothing is ready, the iteration
 budget is spent, or Ctrl-C.
 
-Every ticket runs in its own process so the per-ticket OS lock (store.lock) is the one guard
-against a double run, whoever else is running tickets. The loop itself holds no state that a
+Every ticket runs in its own process (forked from a server with tf_fsm already imported:
+ralph_worker.WorkerProcess) so the per-ticket OS lock (store.lock) is the one guard against a
+double run, whoever else is running tickets. The loop itself holds no state that a
 crash could lose: what a ticket has done is in its retry-state.json, so a restarted loop
 carries on where the killed one stopped (an attempt left in_progress is resumed).
 """
@@ -15,8 +16,6 @@ import json
 import os
 import select
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,14 @@ from tf_fsm.escalation import resolve, should_retry
 from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
-from tf_fsm.ralph_worker import lock_holder, open_attempt, read_state_json, running_phase
+from tf_fsm.ralph_worker import (
+    WorkerProcess,
+    lock_holder,
+    open_attempt,
+    read_state_json,
+    running_phase,
+    stop_server,
+)
 from tf_fsm.store import TicketStore
 
 WORKER_LOCKED = 75
@@ -70,7 +76,7 @@ class Skip:
 @dataclass
 class _Worker:
     plan: Plan
-    proc: subprocess.Popen[bytes]
+    proc: WorkerProcess
     started: float
     phase: str | None = None
     signalled: int = 0  # how many of the loop's interrupts it has been passed
@@ -213,6 +219,7 @@ class Loop:
                     break
                 self._wait()
         finally:
+            stop_server()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         if self.stopping:
@@ -275,14 +282,11 @@ class Loop:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "tf_fsm", "--root", str(self.root), "run", plan.ticket]
-        argv += ["--once", "--auto", "--json", "--ralph"]
-        with (logs / f"{plan.ticket}.log").open("ab") as log:
-            log.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
-            log.flush()
-            proc = subprocess.Popen(
-                argv, cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log
-            )
+        argv = ["--root", str(self.root), "run", plan.ticket, "--once", "--auto", "--json"]
+        log = logs / f"{plan.ticket}.log"
+        with log.open("ab") as f:
+            f.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
+        proc = WorkerProcess([*argv, "--ralph"], self.root, logs / f".{plan.ticket}.out", log)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1
@@ -304,18 +308,10 @@ class Loop:
             self._nap()
 
     def _nap(self) -> None:
-        """Up to `poll_seconds`, woken as soon as a worker exits (Linux pidfds): a plain sleep
-        left each finished worker's slot idle for half a poll on average."""
-        fds: list[int] = []
-        try:
-            for worker in self.running.values():  # not reaped yet (poll() reaps): pid is valid
-                fds.append(os.pidfd_open(worker.proc.pid))
-            select.select(fds, [], [], self.options.poll_seconds)
-        except (AttributeError, OSError):  # no pidfd_open here (macOS, old kernels)
-            time.sleep(self.options.poll_seconds)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        """Up to `poll_seconds`, woken as soon as a worker exits: a plain sleep left each
+        finished worker's slot idle for half a poll on average."""
+        sentinels = [worker.proc.sentinel for worker in self.running.values()]
+        select.select(sentinels, [], [], self.options.poll_seconds)
 
     def _look_at_phases(self) -> None:
         for ticket, worker in self.running.items():
@@ -329,11 +325,10 @@ class Loop:
                 self.reporter.phase(ticket, worker.plan.attempt, phase, self.now() - worker.started)
 
     def _finish(self, worker: _Worker) -> None:
-        out, _ = worker.proc.communicate()
-        code = worker.proc.returncode
+        out, code = worker.proc.result()
         plan = worker.plan
         data: dict[str, Any] = {}
-        for line in reversed(out.decode("utf-8", "replace").splitlines()):
+        for line in reversed(out.splitlines()):
             try:
                 parsed = json.loads(line)
             except ValueError:

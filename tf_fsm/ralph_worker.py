@@ -93,3 +93,88 @@ def running_phase(journal: Path, attempt: int) -> str | None:
             phase = event.get("phase")
             return phase if isinstance(phase, str) else None
     return None
+
+
+# -- starting workers ------------------------------------------------------------------------
+
+#: what every `tf-fsm run` worker imports anyway, imported once in the fork server instead
+PRELOAD = ["tf_fsm.cli", "tf_fsm.orchestrator", "tf_fsm.executors.command", "jinja2"]
+
+
+def _server() -> Any:
+    """The multiprocessing fork server the workers are forked from, started on first use.
+
+    A worker is a separate process (the ticket lock is per process, and a crash takes one
+    ticket down, not the loop), but starting a fresh interpreter for each one cost about
+    400 ms of CPU in imports, which on 2 cores capped what 4 workers could gain. Forked from
+    a server that has those modules loaded, a worker starts in milliseconds. The server is a
+    clean single-threaded process, so forking it is safe whatever threads the loop has."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def stop_server() -> None:
+    """Stop the fork server, if one was started, and wait for it: the loop leaves no process
+    behind, and its workers' CPU time is counted as its children's, as a plain child's would
+    be. `_stop` is CPython's own (its tests use it); without it the server still exits by
+    itself when the loop does."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
+def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
+    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
+    the loop reads), stderr appended to the ticket's log, as a `python -m tf_fsm` process
+    started there would have."""
+    os.chdir(cwd)
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+    ):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    from tf_fsm.cli import main
+
+    raise SystemExit(main(argv))
+
+
+class WorkerProcess:
+    """`tf-fsm <argv>` in a forked worker; the parts of Popen the loop uses."""
+
+    def __init__(self, argv: list[str], cwd: Path, out: Path, log: Path) -> None:
+        self.out = out
+        self._process = _server().Process(
+            target=_serve, args=(argv, str(cwd), str(out), str(log)), name=f"tf-fsm {argv}"
+        )
+        self._process.start()
+        self.pid: int = self._process.pid
+
+    @property
+    def sentinel(self) -> int:
+        """Readable once the worker has ended (for select)."""
+        sentinel: int = self._process.sentinel
+        return sentinel
+
+    def poll(self) -> int | None:
+        code: int | None = self._process.exitcode
+        return code
+
+    def result(self) -> tuple[str, int]:
+        """(what the worker printed on stdout, its exit code) once it has ended; negative
+        codes are signals, as with Popen. The stdout file is removed."""
+        self._process.join()
+        try:
+            text = self.out.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        self.out.unlink(missing_ok=True)
+        code: int = self._process.exitcode
+        return text, code
