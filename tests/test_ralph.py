@@ -486,3 +486,22 @@ def test_live_view_on_a_terminal(proj: Project) -> None:
     assert "pt-1: started attempt 2 (ralph_retry)" in screen
     assert "running" in screen and "\x1b[" in screen  # the live table, redrawn in place
     assert "no ticket left to run after 4 runs: 2 closed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("reason", "line"),
+    [
+        ("max retries (3) exceeded: blocked after 3 attempts", "BLOCKED (max retries exceeded)"),
+        (
+            "budget: $4.0000 of $4.0000 spent (workflow.escalation.maxCostUsd)",
+            "BLOCKED (budget spent)",
+        ),
+        (
+            "same-failure: attempts 3 and 4 failed the same way (signature ab12); needs a human",
+            "BLOCKED (the same failure twice: needs a human)",
+        ),
+    ],
+)
+def test_an_exhausted_entry_says_why_it_stopped(reason: str, line: str) -> None:
+    result = RunResult.build("pt-1", "T", "exhausted", reason, 4, 3, None)
+    assert f"  - Status: {line}" in entry_lines(result, "2026-11-22T00:00:00Z", "")

@@ -35,6 +35,19 @@ STATUS_LINES = {
     "failed": "FAILED",
     "interrupted": "IN_PROGRESS (interrupted, resumable)",
 }
+#: why an `exhausted` run stopped, told by the start of its reason (orchestrator, accounting)
+_EXHAUSTED_BY = (
+    ("same-failure", "BLOCKED (the same failure twice: needs a human)"),
+    ("budget", "BLOCKED (budget spent)"),
+)
+
+
+def status_line(result: RunResult) -> str:
+    if result.outcome == "exhausted":
+        for prefix, line in _EXHAUSTED_BY:
+            if result.reason.startswith(prefix):
+                return line
+    return STATUS_LINES.get(result.outcome, result.outcome.upper())
 
 
 @dataclass
@@ -196,7 +209,7 @@ def entry_lines(result: RunResult, now: str, next_step: str) -> list[str]:
             f"/Minor({c.get('Minor', 0)})"
         )
     out.append(f"  - Retry: Attempt {result.attempt}, Count {result.retry_count}")
-    out.append(f"  - Status: {STATUS_LINES.get(result.outcome, result.outcome.upper())}")
+    out.append(f"  - Status: {status_line(result)}")
     if result.reason:
         key = "Error" if label == "FAILED" else "Reason"
         out.append(f"  - {key}: {' '.join(result.reason.split())}")

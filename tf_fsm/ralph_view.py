@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
-from tf_fsm.ralph_progress import STATUS_LINES, ProgressFile, RunResult, next_step
+from tf_fsm.ralph_progress import ProgressFile, RunResult, next_step, status_line
 
 if TYPE_CHECKING:
     from tf_fsm.ralph import LoopResult, Plan
@@ -120,7 +120,7 @@ class Reporter:
             self.counts["blocked"] += 1
         elif result.outcome in ("error", "failed"):
             self.counts["failed"] += 1
-        label = STATUS_LINES.get(result.outcome, result.outcome.upper())
+        label = status_line(result)
         self.note(
             f"{result.ticket}: {label} after attempt {result.attempt} "
             f"(retries {result.retry_count}/{result.max_retries}, {result.seconds:.1f}s)"
@@ -182,7 +182,7 @@ class Reporter:
         for ticket, r in last.items():
             table.add_row(
                 ticket,
-                STATUS_LINES.get(r.outcome, r.outcome),
+                status_line(r),
                 str(runs[ticket]),
                 str(r.attempt),
                 f"{r.retry_count}/{r.max_retries}",
