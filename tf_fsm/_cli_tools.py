@@ -1,0 +1,184 @@
+"""The CLI's tool commands: ralph, watch, doctor, simulate, demo, diagram. Each imports what
+it needs when it runs, so that `tf-fsm --help` and the everyday commands start fast; only
+`tf_fsm.cli` maps errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tf_fsm.cli import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    OUTCOME_CODES,
+    UsageError,
+    _root,
+    _ticket_ids,
+)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return value
+
+
+def cmd_ralph(args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.ralph import LoopOptions, run_ralph
+
+    root = _root(args)
+    settings = load_settings(root)
+    for warning in settings.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    ralph = settings.settings.ralph
+    options = LoopOptions(
+        workers=args.workers or ralph.parallelWorkers,
+        max_iterations=args.max_iterations or ralph.maxIterations,
+        resume_errors=args.resume_errors,
+        assignee=args.assignee,
+        tag=args.tag,
+    )
+    return run_ralph(root, settings, options, dry_run=args.dry_run, json_lines=args.json)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from tf_fsm.watch import Watch  # imports watchdog: only for this command
+
+    root = _root(args)
+    return Watch(root, _ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.executors.doctor import diagnose
+
+    root = _root(args)
+    diag = diagnose(root, load_settings(root))
+    if args.json:
+        print(json.dumps(diag.to_json(), indent=2))
+        return diag.exit_code
+    preset = f", preset {diag.preset}" if diag.preset else ""
+    print(f"executor: {diag.kind}{preset}")
+    if diag.program:
+        where = diag.path or "NOT FOUND"
+        print(f"agent: {diag.program} -> {where}" + (f" ({diag.version})" if diag.version else ""))
+    for note in diag.notes:
+        print(f"note: {note}")
+    if diag.commands:
+        print("command lines on attempt 1 (prompt on stdin; TF_* variables in the environment):")
+        import shlex
+
+        for call in diag.commands:
+            print(f"  {call['phase']:<9} {call['role']:<24} {shlex.join(call['argv'])}")
+    for problem in diag.problems:
+        print(f"cannot map: {problem}")
+    if diag.error:
+        print(f"tf-fsm: error: {diag.error}", file=sys.stderr)
+    elif not diag.problems:
+        print("ok: every setting maps onto the agent CLI")
+    return diag.exit_code
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from tf_fsm.simulate import criteria, load_profile, simulate, svg_chart, table
+    from tf_fsm.simulate.engine import POLICIES
+
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown or not policies:
+        valid = ", ".join(f"{k} ({v})" for k, v in POLICIES.items())
+        raise UsageError(
+            f"--policy: unknown policy {', '.join(unknown) or '(none)'}; valid: {valid}"
+        )
+    if args.chart and not args.chart.endswith(".svg"):
+        raise UsageError(f"--chart {args.chart}: only .svg is written (no plotting library)")
+    profile = load_profile(Path(args.profile) if args.profile else None)
+    tickets = args.tickets or profile.tickets
+    results = simulate(profile, policies, tickets, args.seed, not args.no_budget, args.jobs)
+    checks = criteria(results)
+    if args.chart:
+        title = f"{tickets} simulated tickets, seed {args.seed}"
+        Path(args.chart).write_text(svg_chart(results, title), encoding="utf-8")
+    if args.json:
+        out = {
+            "tickets": tickets,
+            "seed": args.seed,
+            "profile": args.profile or "default",
+            "results": [r.to_json() for r in results],
+            "criteria": [{"name": n, "passed": ok, "detail": d} for n, ok, d in checks],
+        }
+        print(json.dumps(out, indent=2))
+        return EXIT_OK
+    print(table(results))
+    for name, ok, detail in checks:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+    if args.chart:
+        print(f"chart: {args.chart}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tf_fsm.demo import run_demo
+
+    outcome, where = run_demo(Path(args.dir) if args.dir else None)
+    print(f"\nthe demo project is in {where}")
+    return OUTCOME_CODES[outcome.status]
+
+
+def cmd_diagram(args: argparse.Namespace) -> int:
+    from tf_fsm import diagrams
+    from tf_fsm import history as history_mod
+
+    if args.check:
+        if (args.ticket, args.format, args.output) != (None, None, None):
+            raise UsageError("--check compares the committed files; no --ticket, --format or -o")
+        stale = diagrams.stale_files(Path(args.dir))
+        if not stale:
+            print(f"{args.dir}: up to date")
+            return EXIT_OK
+        for path in stale:
+            print(f"stale: {path} (missing or differs from the code)", file=sys.stderr)
+        print(
+            "regenerate with `tf-fsm diagram` from the repository root, then commit them",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL  # like a failing check, documented in `diagram --help`
+    history = store = None
+    if args.ralph:
+        if args.ticket is not None:
+            raise UsageError("--ralph draws every ticket; drop --ticket")
+        root = _root(args)
+        history = history_mod.backlog_history(root)
+        if args.output is None:
+            fmt = args.format or "mermaid"
+            args.output = str(root / ".tf" / "ralph" / ("lifecycle" + diagrams.SUFFIX[fmt]))
+    elif args.ticket is not None:
+        (ticket_id,) = _ticket_ids([args.ticket])
+        history, store = history_mod.load_history(_root(args), ticket_id)
+        for step in history.unmapped:
+            print(f"warning: {ticket_id}: no lifecycle edge for {step}", file=sys.stderr)
+    fmt = args.format or "mermaid"
+    try:
+        if args.output is None and store is None and history is None:
+            written = diagrams.write_lifecycle(Path(args.dir), args.format)
+        else:
+            data = diagrams.diagram(fmt, history)
+            if args.output == "-":
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+                return EXIT_OK
+            written = [diagrams.write_output(data, fmt, args.output, store)]
+    except diagrams.GraphvizError as exc:
+        print(f"tf-fsm: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
