@@ -13,9 +13,7 @@ record that says "this step is done" is never on disk before what the step wrote
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -30,6 +28,11 @@ from typing import Any
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
+# The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
+from tf_fsm._atomic import atomic_write_bytes as atomic_write_bytes
+from tf_fsm._atomic import atomic_write_json as atomic_write_json
+from tf_fsm._atomic import atomic_write_text as atomic_write_text
+from tf_fsm._atomic import fsync_dir, json_text, write_all
 from tf_fsm.errors import (
     CorruptStateError,
     InvalidArtifactNameError,
@@ -88,85 +91,6 @@ def validate_ticket_id(ticket_id: str) -> str:
     return ticket_id
 
 
-# --- atomic writes ------------------------------------------------------------------------
-
-
-def _fsync_dir(directory: Path) -> None:
-    # A rename or a new file is only durable once the directory entry is.
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@functools.cache
-def _umask() -> int:
-    # os.umask can only be read by setting it, so it is read once and put straight back.
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_TEMP_COUNTER = itertools.count()
-
-
-def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
-    """A new `.<name>.<pid>.<n>.tmp` beside `path`. Cheaper than mkstemp's random names, and
-    the same `.*.tmp` shape the lock's sweep removes after a crash."""
-    while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_COUNTER)}.tmp")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
-        except FileExistsError:  # left by a dead process with our pid: take the next number
-            continue
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content.
-    `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
-    kept for people to read (prompts, logs), where a crash may lose the newest copy but never
-    leaves a torn one."""
-    try:
-        # keep the mode the file had, or what a plain open() would give
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    try:
-        fd, tmp = _open_temp(path, mode)
-    except FileNotFoundError:  # the directory is new: made only then, not checked every write
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _open_temp(path, mode)
-    try:
-        try:
-            _write_all(fd, data)
-            os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(path)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            tmp.unlink()
-        raise
-    if sync_dir:
-        _fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir)
-
-
-def _json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Pretty JSON (2-space indent, UTF-8, trailing newline), the way pi-ticketflow writes it.
-    Serialized before the temp file exists, so an unserializable object leaves nothing behind."""
-    atomic_write_text(path, _json_text(obj))
-
-
 # --- the store ----------------------------------------------------------------------------
 
 
@@ -216,7 +140,7 @@ class TicketStore:
 
     def _sync_dirs(self, skip: Path | None = None) -> None:
         for directory in sorted(self._unsynced_dirs - {skip} if skip else self._unsynced_dirs):
-            _fsync_dir(directory)
+            fsync_dir(directory)
         self._unsynced_dirs.clear()
 
     # --- artifacts ------------------------------------------------------------------------
@@ -372,7 +296,7 @@ class TicketStore:
             suffix += 1
             backup = self.dir / f"{stem}.{suffix}"
         self.retry_state_path.rename(backup)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         self.append_event(
             RetryStateReset(
                 ts=timestamp(now),
@@ -414,7 +338,7 @@ class TicketStore:
             created = True
         try:
             repair = self._repair_tail(fd)
-            _write_all(fd, repair + line)
+            write_all(fd, repair + line)
             if durable:
                 os.fsync(fd)
         finally:
@@ -422,7 +346,7 @@ class TicketStore:
         self._journal_unsynced = not durable
         if created:
             if durable:
-                _fsync_dir(self.dir)
+                fsync_dir(self.dir)
             else:
                 self._unsynced_dirs.add(self.dir)
 
@@ -453,11 +377,11 @@ class TicketStore:
         return text.encode("utf-8") + b"\n"
 
     def _redacted_json(self, obj: Any) -> str:
-        text = self.redactor(_json_text(obj))
+        text = self.redactor(json_text(obj))
         try:
             json.loads(text)
         except json.JSONDecodeError:
-            text = _json_text(_redact_strings(obj, self.redactor))
+            text = json_text(_redact_strings(obj, self.redactor))
         return text
 
     def _repair_tail(self, fd: int) -> bytes:
@@ -548,12 +472,6 @@ class TicketStore:
         except (OSError, ValueError, AttributeError):
             return None
         return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _last_line_start(fd: int, size: int) -> int:
