@@ -139,8 +139,8 @@ class TicketRun:
     def flush(self) -> None:
         self.store.sync()
 
-    def _save(self, state: RetryState, sync_dir: bool = True) -> RetryState:
-        self.store.save_retry_state(state, sync_dir=sync_dir)
+    def _save(self, state: RetryState) -> RetryState:
+        self.store.save_retry_state(state)
         return state
 
     def _outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:

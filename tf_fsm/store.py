@@ -259,7 +259,7 @@ class TicketStore:
         self._trusted = True
         return state
 
-    def save_retry_state(self, state: RetryState, sync_dir: bool = True) -> None:
+    def save_retry_state(self, state: RetryState) -> None:
         """Replace the retry state atomically. A file already there that cannot be trusted is
         not overwritten (CorruptStateError): only `reset_retry_state` may set it aside."""
         if state.ticketId != self.ticket_id:
@@ -271,10 +271,8 @@ class TicketStore:
         text = self._redacted_json(state.to_json_dict())
         # Artifacts the state may point at are made durable first; its own directory's fsync
         # below covers the renames already done in it.
-        self._sync_dirs(skip=self.dir if sync_dir else None)
-        atomic_write_text(self.retry_state_path, text, sync_dir=sync_dir)
-        if not sync_dir and self._batching:
-            self._unsynced_dirs.add(self.dir)
+        self._sync_dirs(skip=self.dir)
+        atomic_write_text(self.retry_state_path, text)
         self._trusted = True
 
     def reset_retry_state(self, now: datetime) -> Path | None:
