@@ -276,25 +276,11 @@ def cmd_prompts(args: argparse.Namespace) -> int:
 
     root = _optional_root(args)
     if args.action == "list":
-        rows = template_table(root)
-        if args.json:
-            for row in rows:
-                print(json.dumps(row))
-            return EXIT_OK
-        from rich.table import Table
-
-        table = Table("phase", "role", "template", "origin", "model", "thinking", "path")
-        for r in rows:
-            table.add_row(
-                r["phase"],
-                r["role"],
-                r["template"],
-                r["origin"],
-                r["model"] or "-",
-                r["thinking"] or "-",
-                r["path"],
-            )
-        _console().print(table)
+        columns = ("phase", "role", "template", "origin", "model", "thinking", "path")
+        _print_rows(template_table(root), args.json, columns, lambda r: [
+            r["phase"], r["role"], r["template"], r["origin"], r["model"] or "-",
+            r["thinking"] or "-", r["path"],
+        ])  # fmt: skip
         return EXIT_OK
     from tf_fsm.planning import render_example
 
@@ -334,25 +320,36 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = [ticket_status(root, settings, ticket_id) for ticket_id in ids]
     if not rows:
         return _no_rows(args.json)
-    if args.json:
+    columns = ("ticket", "state", "attempt", "retries", "escalated", "last failure", "next")
+    _print_rows(rows, args.json, columns, lambda row: [
+        row["ticket"],
+        row["state"],
+        str(row["attempt"] or "-"),
+        f"{row['retryCount']}/{row['maxRetries']}",
+        ", ".join(row["escalatedRoles"]) or "-",
+        row["lastFailure"] or "-",
+        row["next"],
+    ])  # fmt: skip
+    return EXIT_OK
+
+
+def _print_rows(
+    rows: list[dict[str, Any]],
+    as_json: bool,
+    columns: Sequence[str],
+    cells: Callable[[dict[str, Any]], list[str]],
+) -> None:
+    """One JSON object per row with --json, else a table of `cells(row)` under `columns`."""
+    if as_json:
         for row in rows:
             print(json.dumps(row))
-        return EXIT_OK
+        return
     from rich.table import Table
 
-    table = Table("ticket", "state", "attempt", "retries", "escalated", "last failure", "next")
+    table = Table(*columns)
     for row in rows:
-        table.add_row(
-            row["ticket"],
-            row["state"],
-            str(row["attempt"] or "-"),
-            f"{row['retryCount']}/{row['maxRetries']}",
-            ", ".join(row["escalatedRoles"]) or "-",
-            row["lastFailure"] or "-",
-            row["next"],
-        )
+        table.add_row(*cells(row))
     _console().print(table)
-    return EXIT_OK
 
 
 def _no_rows(as_json: bool) -> int:
