@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -187,6 +189,69 @@ def test_status_without_tickets(project: Path) -> None:
     assert result.returncode == 0
     assert result.stdout.strip() == "no tickets have been run yet"
     assert run_cli("status", "--json").stdout == ""
+
+
+_STATUS_PROBE = """\
+import sys
+from tf_fsm.cli import main
+try:
+    code = main(["status"])
+except SystemExit as exc:
+    code = exc.code
+print("EXIT", code)
+print("PYDANTIC", "pydantic" in sys.modules)
+"""
+
+
+def _status_probe(root: Path) -> list[str]:
+    """`tf-fsm status` in a fresh interpreter: its output lines, exit code, and whether it
+    imported pydantic (the start-up budget's cost, issue #10)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _STATUS_PROBE], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    return done.stdout.splitlines()
+
+
+def test_status_after_init_answers_from_the_settings_record(project: Path) -> None:
+    assert run_cli("init").returncode == 0
+    record = project / ".tf" / "cache" / "settings-checked.json"
+    assert json.loads(record.read_text())["knowledgeDir"] == ".tf/knowledge"
+    assert _status_probe(project) == ["no tickets have been run yet", "EXIT 0", "PYDANTIC False"]
+
+
+def test_status_validates_settings_the_record_does_not_vouch_for(project: Path) -> None:
+    assert run_cli("init").returncode == 0
+    record = project / ".tf" / "cache" / "settings-checked.json"
+    before = record.read_bytes()
+    settings = project / ".tf" / "config" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["workflow"]["failOn"] = ["Bogus"]
+    settings.write_text(json.dumps(data, indent=2))
+    result = run_cli("status")
+    assert result.returncode == 2
+    assert "workflow.failOn" in result.stderr and str(settings) in result.stderr
+    assert record.read_bytes() == before  # status writes nothing, the record included
+    # Valid again but changed: loaded properly (pydantic), and still not recorded by status.
+    data["workflow"]["failOn"] = ["Critical"]
+    settings.write_text(json.dumps(data, indent=2))
+    assert _status_probe(project) == ["no tickets have been run yet", "EXIT 0", "PYDANTIC True"]
+    assert record.read_bytes() == before
+
+
+def test_status_record_follows_the_knowledge_dir_and_survives_garbage(project: Path) -> None:
+    assert run_cli("init").returncode == 0
+    record = project / ".tf" / "cache" / "settings-checked.json"
+    (project / ".tf" / "knowledge" / "tickets" / "pt-1").mkdir(parents=True)
+    # The record says where tickets live: a ticket directory there is a row to load.
+    assert _status_probe(project)[-1] == "PYDANTIC True"
+    record.write_text("{not json")
+    lines = _status_probe(project)
+    assert lines[-2:] == ["EXIT 0", "PYDANTIC True"], lines
+    # A command that writes anyway (init's own check, run, ralph, watch) records it again.
+    from tf_fsm.config import load_settings
+
+    load_settings(project, record=True)
+    assert json.loads(record.read_text())["knowledgeDir"] == ".tf/knowledge"
 
 
 def test_gate_json_on_demo(demo: tuple[Path, Any]) -> None:

@@ -35,7 +35,7 @@ def cmd_ralph(args: argparse.Namespace) -> int:
     from tf_fsm.ralph import LoopOptions, run_ralph
 
     root = _root(args)
-    settings = load_settings(root)
+    settings = load_settings(root, record=not args.dry_run)  # --dry-run writes nothing
     for warning in settings.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     ralph = settings.settings.ralph

@@ -133,7 +133,7 @@ def _ticket_ids(ids: Sequence[str]) -> list[str]:
 def cmd_init(args: argparse.Namespace) -> int:
     import os
 
-    from tf_fsm.config import ROOT_ENV, SETTINGS_RELPATH, init_settings
+    from tf_fsm.config import ROOT_ENV, SETTINGS_RELPATH, init_settings, load_settings
     from tf_fsm.store import atomic_write_text
     from tf_fsm.tickets import tickets_dir
 
@@ -143,6 +143,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
     atomic_write_text(path, json.dumps(init_settings(), indent=2) + "\n")
+    load_settings(root, record=True)  # checks what init wrote, and records it for `status`
     tickets_dir(root).mkdir(parents=True, exist_ok=True)
     print(f"wrote {path}")
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
@@ -305,12 +306,13 @@ def _optional_root(args: argparse.Namespace) -> Path | None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from tf_fsm.project import nothing_run_with_defaults
+    from tf_fsm.project import nothing_run
 
     root = _root(args)
-    if not args.tickets and nothing_run_with_defaults(root):
-        # No settings file to validate and no ticket state: answered without loading the
-        # settings models (pydantic), which would take longer than the rest of the command.
+    if not args.tickets and nothing_run(root):
+        # No ticket state, and settings that need no validation (none, or bytes that passed
+        # before): answered without the settings models (pydantic), which would take longer
+        # than the rest of the command.
         return _no_rows(args.json)
     from tf_fsm.config import load_settings
     from tf_fsm.status import ticket_status, tracked_tickets

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tf_fsm.errors import SettingsError, SettingsProblem
 
 # Re-exported: they live in tf_fsm.project so that finding the project does not load pydantic.
-from tf_fsm.project import DEFAULT_KNOWLEDGE_DIR
+from tf_fsm.project import DEFAULT_KNOWLEDGE_DIR, record_checked_settings
 from tf_fsm.project import ROOT_ENV as ROOT_ENV
 from tf_fsm.project import SETTINGS_RELPATH as SETTINGS_RELPATH
 from tf_fsm.project import find_project_root as find_project_root
@@ -381,13 +381,16 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
     return out
 
 
-def load_settings(root: Path) -> LoadedSettings:
-    """Load `<root>/.tf/config/settings.json` over the package defaults; no file = defaults."""
+def load_settings(root: Path, record: bool = False) -> LoadedSettings:
+    """Load `<root>/.tf/config/settings.json` over the package defaults; no file = defaults.
+    `record` (for commands that write anyway) notes a file that passed in the settings record
+    (tf_fsm.project.record_checked_settings)."""
     path = root / SETTINGS_RELPATH
     if not path.exists():
         return settings_from_dict({}, path=None)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        raw = json.loads(data.decode("utf-8"))
     except json.JSONDecodeError as exc:
         problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise SettingsError(path, [SettingsProblem("", problem)]) from None
@@ -395,7 +398,10 @@ def load_settings(root: Path) -> LoadedSettings:
         raise SettingsError(path, [SettingsProblem("", f"cannot read: {exc}")]) from None
     if not isinstance(raw, dict):
         raise SettingsError(path, [SettingsProblem("", "the top level must be a JSON object")])
-    return settings_from_dict(raw, path=path)
+    loaded = settings_from_dict(raw, path=path)
+    if record:
+        record_checked_settings(root, data, loaded.workflow.knowledgeDir)
+    return loaded
 
 
 def settings_from_dict(raw: Mapping[str, Any], path: Path | None = None) -> LoadedSettings:

@@ -540,7 +540,7 @@ def run_ticket(
     observer: Observer | None = None,
     now: Callable[[], datetime] = utc_now,
 ) -> Outcome:
-    settings = settings or load_settings(root)
+    settings = settings or load_settings(root, record=True)
     executor = executor or make_executor(settings, root)
     run = TicketRun(
         root,

@@ -3,7 +3,7 @@
 tf_fsm.config validates settings with pydantic, whose import alone takes longer than the
 start-up budget of a command (benchmarks/bench_startup.py). Commands that only need the
 project root (`tf-fsm tickets`) or that can tell there is nothing to do without settings
-(`tf-fsm status` on a project with no settings file and no runs) start from here instead.
+(`tf-fsm status` on a project where nothing has run) start from here instead.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ SETTINGS_RELPATH = Path(".tf/config/settings.json")
 ROOT_ENV = "TF_FSM_ROOT"
 #: `workflow.knowledgeDir`'s package default (tf_fsm.config.PACKAGE_DEFAULTS uses this value)
 DEFAULT_KNOWLEDGE_DIR = ".tf/knowledge"
+#: a cache: which settings bytes last passed validation (record_checked_settings)
+SETTINGS_RECORD_RELPATH = Path(".tf/cache/settings-checked.json")
 
 
 def find_project_root(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
@@ -33,10 +35,69 @@ def find_project_root(start: Path | None = None, environ: Mapping[str, str] | No
     raise ProjectNotFoundError(here)
 
 
-def nothing_run_with_defaults(root: Path) -> bool:
-    """True when the project has no settings file (so the package defaults apply: nothing to
-    validate) and the default knowledge dir holds no ticket state: no ticket has been run.
-    False means "look properly", with the settings loaded."""
-    if (root / SETTINGS_RELPATH).exists():
+def nothing_run(root: Path) -> bool:
+    """True when no ticket has been run, answered without the settings models when that is
+    safe: with no settings file the package defaults apply (nothing to validate); with one, only
+    if the settings record says these exact bytes already passed validation (see
+    `record_checked_settings`). False means "look properly", with the settings loaded."""
+    try:
+        data = (root / SETTINGS_RELPATH).read_bytes()
+    except FileNotFoundError:
+        configured: str | None = DEFAULT_KNOWLEDGE_DIR
+    except OSError:
+        return False  # load_settings reports it, naming the file
+    else:
+        configured = _checked_knowledge_dir(root, data)
+    if configured is None:
         return False
-    return not (root / DEFAULT_KNOWLEDGE_DIR / "tickets").is_dir()
+    knowledge = Path(configured)
+    knowledge = knowledge if knowledge.is_absolute() else root / knowledge
+    return not (knowledge / "tickets").is_dir()
+
+
+def _fingerprint(data: bytes) -> str:
+    """The settings bytes and the code that judged them: another tf_fsm version, or an edited
+    tf_fsm/config.py, must not trust a record an older validator wrote."""
+    import hashlib
+
+    import tf_fsm
+
+    code = Path(tf_fsm.__file__).with_name("config.py").stat()
+    digest = hashlib.sha256(
+        f"tf_fsm {tf_fsm.__version__} {code.st_size} {code.st_mtime_ns}\0".encode()
+    )
+    digest.update(data)
+    return digest.hexdigest()
+
+
+def _checked_knowledge_dir(root: Path, data: bytes) -> str | None:
+    """`workflow.knowledgeDir` from the settings record if it vouches for `data`, else None.
+    A missing, unreadable or foreign record is only a slower path, never an error."""
+    import json
+
+    try:
+        record = json.loads((root / SETTINGS_RECORD_RELPATH).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("fingerprint") != _fingerprint(data):
+        return None
+    configured = record.get("knowledgeDir")
+    return configured if isinstance(configured, str) else None
+
+
+def record_checked_settings(root: Path, data: bytes, knowledge_dir: str) -> None:
+    """Remember that the settings file with these bytes passed validation, so that `tf-fsm
+    status` on a project where nothing has run answers without loading pydantic. Written by the
+    commands that write anyway (init, run, ralph, watch), and only when it changed; a cache
+    (docs/settings.md), so a project directory that refuses the write costs only speed."""
+    if _checked_knowledge_dir(root, data) == knowledge_dir:
+        return
+    from contextlib import suppress
+
+    from tf_fsm._atomic import atomic_write_json
+
+    record = {"fingerprint": _fingerprint(data), "knowledgeDir": knowledge_dir}
+    with suppress(OSError):
+        path = root / SETTINGS_RECORD_RELPATH
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, record)

@@ -340,7 +340,7 @@ class Watch:
         settings: LoadedSettings | None = None,
     ) -> None:
         self.root, self.once, self.json, self.out = root, once, json_lines, out or sys.stdout
-        self.settings = settings or load_settings(root)
+        self.settings = settings or load_settings(root, record=True)
         self.tickets_dir = knowledge_dir(root, self.settings) / "tickets"
         self.stable = self.settings.settings.executor.stableSeconds
         # A handoff run only checks for a file; other executors may run an agent for an hour.
