@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.e2e.conftest import alive
 from tf_fsm.ralph_progress import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
-from tf_fsm.ralph_worker import lock_holder
+from tf_fsm.ralph_worker import lock_holder, stop_server
 from tf_fsm.redact import Redactor
 from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
 from tf_fsm.store import TicketStore
@@ -361,6 +361,40 @@ def test_two_loops_at_once_never_run_a_ticket_twice(proj: Project) -> None:
         assert names == ["AttemptStarted", "AttemptFinished"] * len(attempts), (tid, names)
         implement = [c for c in calls if c["ticket"] == tid and c["phase"] == "implement"]
         assert len(implement) == 1, (tid, implement)  # the retry skips implement
+
+
+def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
+    proj: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race behind a flaky two-loop run: a second worker for a ticket another worker holds
+    is refused the lock (exit 75). Its outcome file must be its own; a shared name let the
+    refused worker truncate, and its loop remove, the outcome line of the one still running,
+    which was then reported FAILED and never retried."""
+    from tf_fsm.config import load_settings
+    from tf_fsm.ralph import Loop, LoopOptions, Plan
+    from tf_fsm.ralph_view import Reporter
+
+    proj.ticket("pt-1", plan={"hang": [{"phase": "implement", "seconds": 1}]})
+    for key, value in proj.env().items():
+        monkeypatch.setenv(key, value)
+    options = LoopOptions(workers=2, max_iterations=9)
+    loop = Loop(proj.root, load_settings(proj.root), options, Reporter(None))
+    plan = Plan("pt-1", "Title pt-1", 1, "initial", {}, frozenset())
+    try:
+        loop._launch(plan)
+        holder = loop.running.pop("pt-1")
+        deadline = time.monotonic() + 20
+        while lock_holder(proj.store("pt-1")) <= 0:
+            assert time.monotonic() < deadline, "the first worker never took the lock"
+            time.sleep(0.02)
+        loop._launch(plan)
+        refused = loop.running.pop("pt-1")
+        loop._finish(refused)  # reads and removes its own outcome file
+        loop._finish(holder)
+    finally:
+        stop_server()
+    outcomes = [(r.ticket, r.outcome) for r in loop.result.results]
+    assert outcomes == [("pt-1", "locked"), ("pt-1", "closed")], loop.result.results
 
 
 # --- worker flags ------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import os
 from contextlib import suppress
 from pathlib import Path
@@ -44,11 +43,14 @@ def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
             continue
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write_bytes(
+    path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True
+) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new content.
     `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
     kept for people to read (prompts, logs), where a crash may lose the newest copy but never
-    leaves a torn one."""
+    leaves a torn one. `durable=False` skips every fsync, for a file that describes only the
+    running process (the lock's owner note): readers still never see it half written."""
     try:
         # keep the mode the file had, or what a plain open() would give
         mode = path.stat().st_mode & 0o7777
@@ -63,7 +65,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
         try:
             write_all(fd, data)
             os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         tmp.replace(path)
@@ -71,16 +74,27 @@ def atomic_write_bytes(path: Path, data: bytes, *, sync_dir: bool = True) -> Non
         with suppress(FileNotFoundError):
             tmp.unlink()
         raise
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dir(path.parent)
 
 
-def atomic_write_text(path: Path, text: str, *, sync_dir: bool = True) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir)
+def atomic_write_text(
+    path: Path, text: str, *, sync_dir: bool = True, durable: bool = True
+) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable)
 
 
 def json_text(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    """Pretty JSON (2-space indent, UTF-8) with a trailing newline. Encoded by pydantic-core,
+    ten times faster than the json module's pure-Python indenting encoder. The text is the same
+    but for small floats, where it agrees with JavaScript's JSON.stringify, pi-ticketflow's
+    writer (1e-05 is written 0.00001). An object JSON has no form for is a TypeError."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    try:
+        return to_json(obj, indent=2, inf_nan_mode="constants").decode("utf-8") + "\n"
+    except PydanticSerializationError as exc:
+        raise TypeError(str(exc)) from None
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,9 @@ class AttemptContext:
     prior_failure: dict[str, Any] | None = None
     resumed_from: str | None = None  # the attempt status a resume picked up from
     finished: bool = False  # resumed after its last phase completed: only the ending runs
+    #: prompts rendered when the attempt began (template check), by (phase, role, artifact):
+    #: the context is fixed for the attempt, so each is rendered once (PhaseRunner._invoke)
+    prompts: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 def to_json(

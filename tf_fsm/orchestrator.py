@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 
 from tf_fsm import context, same_failure, tickets
 from tf_fsm import journal as ev
+from tf_fsm._atomic import json_text
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
@@ -355,7 +356,7 @@ class TicketRun:
 
     def _write_chain_context(self, attempt: AttemptContext) -> None:
         data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
-        self.store.write_artifact("chain-context.json", json.dumps(data, indent=2) + "\n")
+        self.store.write_artifact("chain-context.json", json_text(data))
 
     def _resume(self, state: RetryState) -> tuple[AttemptContext, RetryState]:
         cur = state.current

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm import journal as ev
+from tf_fsm._atomic import json_text
 from tf_fsm.config import REVIEWER_ROLES, LoadedSettings
 from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review
@@ -130,6 +131,8 @@ class PhaseRunner:
             self.run_._event(
                 ev.PhaseCompleted,
                 self.attempt.number,
+                # close is followed at once by TicketClosed/TicketBlocked: one fsync for both
+                flush=phase != "close",
                 phase=phase,
                 artifact=artifact,
                 sha256=_sha256(data),
@@ -168,11 +171,13 @@ class PhaseRunner:
         run, n = self.run_, self.attempt.number
         chosen = self.attempt.resolution.roles[role]
         output = self.store.dir / artifact
-        prompt = run.store.redactor(
-            run.prompts.render(
-                template_for(phase, role), self._context(phase, role, output, gate_feedback)
-            )
+        prompt = (
+            None if gate_feedback is not None else self.attempt.prompts.get((phase, role, artifact))
         )
+        if prompt is None:
+            context = self._context(phase, role, output, gate_feedback)
+            prompt = run.prompts.render(template_for(phase, role), context)
+        prompt = run.store.redactor(prompt)
         label = label or f"{phase}-{role}"
         # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
         prompt_file = run.store.write_artifact(
@@ -292,9 +297,10 @@ class PhaseRunner:
 
     def check_templates(self) -> None:
         """Render every template this attempt will use, so a template that uses a variable the
-        orchestrator does not provide fails before the first phase, not in the middle."""
+        orchestrator does not provide fails before the first phase, not in the middle. The
+        prompts are kept for the phases (without gate feedback they are the same text)."""
         for phase, role, artifact in self.invocations():
-            self.run_.prompts.render(
+            self.attempt.prompts[phase, role, artifact] = self.run_.prompts.render(
                 template_for(phase, role), self._context(phase, role, self.store.dir / artifact)
             )
 
@@ -397,7 +403,7 @@ class PhaseRunner:
             gates=self.gate_rows,
         )
         self.store.write_artifact("post-fix-verification.md", md)
-        self.store.write_artifact("post-fix-verification.json", json.dumps(data, indent=2) + "\n")
+        self.store.write_artifact("post-fix-verification.json", json_text(data))
         return None
 
     def _gates(self, feedback: bool) -> GateOutcome:

@@ -16,6 +16,7 @@ import json
 import os
 import select
 import signal
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -286,7 +287,12 @@ class Loop:
         log = logs / f"{plan.ticket}.log"
         with log.open("ab") as f:
             f.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
-        proc = WorkerProcess([*argv, "--ralph"], self.root, logs / f".{plan.ticket}.out", log)
+        # A file of this run's own: two loops over one backlog may start workers for the same
+        # ticket (one is refused the lock), and a shared name let the refused one truncate
+        # the other's outcome line.
+        fd, out = tempfile.mkstemp(prefix=f".{plan.ticket}.", suffix=".out", dir=logs)
+        os.close(fd)
+        proc = WorkerProcess([*argv, "--ralph"], self.root, Path(out), log)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1

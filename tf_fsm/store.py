@@ -366,7 +366,10 @@ class TicketStore:
         # The redactor runs over the JSON text, so `"apiKey": "..."` inside a nested object is
         # caught too. It never breaks JSON in practice; if it ever did, fall back to redacting
         # each string value, which cannot.
-        text = self.redactor(encode(event).decode("utf-8").removesuffix("\n"))
+        raw = encode(event).decode("utf-8").removesuffix("\n")
+        text = self.redactor(raw)
+        if text == raw:  # nothing redacted (the usual case): still the JSON encode() wrote
+            return text.encode("utf-8") + b"\n"
         try:
             json.loads(text)
         except json.JSONDecodeError:
@@ -436,7 +439,9 @@ class TicketStore:
                 "startedAt": timestamp(datetime.now(UTC)),
                 "note": pid_note,
             }
-            atomic_write_text(self.lock_owner_path, self._redacted_json(owner))
+            # Not fsynced: it describes this process only, and after a crash the kernel has
+            # already dropped the lock it names (lock_holder reads it only while held).
+            atomic_write_text(self.lock_owner_path, self._redacted_json(owner), durable=False)
             self._sweep_temp_files()
             yield
         finally:
