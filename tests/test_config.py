@@ -310,3 +310,30 @@ def test_settings_file_is_json_serializable_roundtrip() -> None:
     # PACKAGE_DEFAULTS is what a key missing from the file means; it must itself be valid.
     loaded = settings_from_dict(json.loads(json.dumps(PACKAGE_DEFAULTS)))
     assert loaded.warnings == ()
+
+
+def test_settings_record_vouches_only_for_the_same_bytes_and_tf_fsm_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record `status` trusts (docs/settings.md): other bytes, or another tf_fsm version,
+    are a miss, so the file is validated again."""
+    import tf_fsm
+    from tf_fsm.project import SETTINGS_RECORD_RELPATH, nothing_run, record_checked_settings
+
+    settings = tmp_path / ".tf" / "config" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_bytes(b'{"workflow": {"knowledgeDir": "kd"}}')
+    assert nothing_run(tmp_path) is False  # no record: look properly
+    load_settings(tmp_path, record=True)
+    record = json.loads((tmp_path / SETTINGS_RECORD_RELPATH).read_text())
+    assert record["knowledgeDir"] == "kd"
+    assert nothing_run(tmp_path) is True
+    (tmp_path / "kd" / "tickets").mkdir(parents=True)
+    assert nothing_run(tmp_path) is False  # the record's knowledge dir has tickets
+    (tmp_path / "kd" / "tickets").rmdir()
+    settings.write_bytes(b'{"workflow": {"knowledgeDir": "kd"}} ')
+    assert nothing_run(tmp_path) is False
+    record_checked_settings(tmp_path, settings.read_bytes(), "kd")
+    assert nothing_run(tmp_path) is True
+    monkeypatch.setattr(tf_fsm, "__version__", "0.0.0-other")
+    assert nothing_run(tmp_path) is False
