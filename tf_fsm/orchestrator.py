@@ -1,7 +1,8 @@
 """One ticket, attempt by attempt, phase by phase: the one place that wires the others.
 
 The machine decides which moves are legal, the escalation policies decide the models,
-detection and the gate decide blocked or closed; this module runs the agents, persists each
+detection and the gate decide blocked or closed. This module begins, resumes and chains the
+attempts (one attempt's phases run in tf_fsm.attempt), persists each
 step (retry-state at every attempt boundary, the journal at every step; a phase's events cost
 one fsync, see TicketStore.batch) and reports progress.
 """
@@ -19,31 +20,24 @@ from typing import Any, Literal, Protocol
 from tf_fsm import context, same_failure, tickets
 from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
+from tf_fsm.attempt import run_attempt
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
 from tf_fsm.escalation import next_tier, resolve, should_retry, stopped
 from tf_fsm.executors import Executor, make_executor
-from tf_fsm.executors.accounting import refuse_over_budget, with_accounting
+from tf_fsm.executors.accounting import refuse_over_budget
 from tf_fsm.machine import (
-    BLOCKED,
-    INITIAL,
     AttemptFacts,
-    TicketModel,
-    lifecycle,
-    phase_of,
-    state_of_attempt,
 )
-from tf_fsm.phases import WAITING, PhaseRunner, phase_plan
+from tf_fsm.phases import PhaseRunner, phase_plan
 from tf_fsm.prompts import PromptLibrary
 from tf_fsm.resume import ResumePoint, gate_decided, resume_point
 from tf_fsm.state import (
     RetryState,
-    finish_attempt,
     new_state,
     reopen_attempt,
     start_attempt,
-    update_current,
 )
 from tf_fsm.store import TicketStore
 
@@ -200,7 +194,7 @@ class TicketRun:
             attempt, state = self._begin(state, self.next_trigger(state))
         runs = 1
         while True:
-            state, status, reason = self._run_attempt(attempt, state)
+            state, status, reason = run_attempt(self, attempt, state)
             if status in ("closed", "error", "waiting"):
                 return self._outcome(state, status, runs, reason)
             if stopped(state):
@@ -407,128 +401,6 @@ class TicketRun:
         return context.restore(saved, fresh) if isinstance(saved, dict) else fresh
 
     # -- one attempt ------------------------------------------------------------------------
-
-    def _run_attempt(
-        self, attempt: AttemptContext, state: RetryState
-    ) -> tuple[RetryState, OutcomeStatus, str]:
-        cur = state.current
-        if cur is None:
-            raise ValueError("no attempt to run")
-        machine = lifecycle()
-        if attempt.resumed_from is not None:
-            start_state = state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
-        else:
-            previous = state.attempts[-2] if len(state.attempts) > 1 else None
-            start_state = (
-                BLOCKED if previous is not None and previous.status == "blocked" else INITIAL
-            )
-        model = TicketModel(attempt.facts, start_state)
-        machine.attach(model)
-        try:
-            if start_state == INITIAL:
-                machine.fire(model, "start")
-            elif start_state == BLOCKED:
-                machine.fire(model, "retry")
-            elif start_state == "error":
-                machine.fire(model, "resume")
-            runner = PhaseRunner(self, attempt)
-            if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
-                runner.restore_gate()
-            while (phase := phase_of(model.state)) is not None:
-                if phase == "close" and attempt.finished:
-                    machine.fire(model, "complete")  # close completed before the crash
-                    continue
-                if phase not in attempt.facts.runs:
-                    self._event(
-                        ev.PhaseSkipped,
-                        attempt.number,
-                        flush=False,
-                        phase=phase,
-                        reason=attempt.plan[phase][1],
-                    )
-                    machine.fire(model, "skip")
-                    continue
-                try:
-                    failure = runner.run(phase)
-                except KeyboardInterrupt:
-                    # Where it stopped, for people reading retry-state.json; a resume goes by
-                    # the journal and the artifacts, so a SIGKILL (no chance to save) is fine.
-                    self._save(update_current(state, phase=phase))
-                    raise
-                if failure == WAITING and runner.waiting:
-                    # Not an error: the attempt stays in progress at this phase.
-                    waiting = with_accounting(self, update_current(state, phase=phase), "waiting")
-                    return self._save(waiting), "waiting", runner.waiting
-                if failure is not None:
-                    machine.fire(model, "fail")
-                    ended = finish_attempt(
-                        update_current(state, phase=phase),
-                        status="error",
-                        counts=None,
-                        max_retries=self.settings.max_retries,
-                        now=self.now(),
-                        reason=failure,
-                    )
-                    state = self._save(with_accounting(self, ended, "error"))
-                    self._event(
-                        ev.AttemptFinished,
-                        attempt.number,
-                        flush=False,  # after the state that records it; synced by the batch
-                        status="error",
-                        counts=None,
-                        reason=failure,
-                    )
-                    return state, "error", failure
-                machine.fire(model, "complete")
-            return self._finish(attempt, state, runner)
-        finally:
-            machine.detach(model)
-
-    def _finish(
-        self, attempt: AttemptContext, state: RetryState, runner: PhaseRunner
-    ) -> tuple[RetryState, OutcomeStatus, str]:
-        closed = attempt.facts.gate_passed is True
-        status: Literal["closed", "blocked"] = "closed" if closed else "blocked"
-        before = state.retryCount
-        ended = finish_attempt(
-            update_current(state, phase="close"),
-            status=status,
-            counts=runner.post_counts,
-            max_retries=self.settings.max_retries,
-            now=self.now(),
-            reason=runner.gate_reason,
-        )
-        if not closed:  # the failure signature, and the same-failure short-circuit (issue #11)
-            ended = same_failure.after_blocked(self, ended, runner)
-        # Journaled before the state is saved, so a crash in between still knows the intent.
-        if closed:
-            self._event(ev.TicketClosed, attempt.number, retryCountBefore=before)
-        else:
-            auto = (
-                self.settings.workflow.escalation.enabled
-                and not self.options.once
-                and should_retry(ended, self.settings)
-            )
-            self._event(
-                ev.TicketBlocked,
-                attempt.number,
-                reason=runner.gate_reason,
-                retryCount=ended.retryCount,
-                maxRetries=self.settings.max_retries,
-                autoRetry=auto,
-            )
-        state = self._save(with_accounting(self, ended, status))
-        if closed:  # tk is told last: the retry state is the record a crash must not lose
-            self._close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
-        self._event(
-            ev.AttemptFinished,
-            attempt.number,
-            flush=False,  # after the state that records it; synced by the batch
-            status=status,
-            counts=runner.post_counts,
-            reason=runner.gate_reason,
-        )
-        return state, status, runner.gate_reason
 
 
 def run_ticket(

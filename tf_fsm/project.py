@@ -55,17 +55,22 @@ def nothing_run(root: Path) -> bool:
     return not (knowledge / "tickets").is_dir()
 
 
+#: the modules whose code decides whether settings are valid (tf_fsm.config and what it imports
+#: rules from), fingerprinted by size and mtime
+_VALIDATOR_MODULES = ("config.py", "settings_schema.py", "severity.py", "project.py")
+
+
 def _fingerprint(data: bytes) -> str:
     """The settings bytes and the code that judged them: another tf_fsm version, or an edited
-    tf_fsm/config.py, must not trust a record an older validator wrote."""
+    validator module, must not trust a record an older validator wrote."""
     import hashlib
 
     import tf_fsm
 
-    code = Path(tf_fsm.__file__).with_name("config.py").stat()
-    digest = hashlib.sha256(
-        f"tf_fsm {tf_fsm.__version__} {code.st_size} {code.st_mtime_ns}\0".encode()
-    )
+    package = Path(tf_fsm.__file__).parent
+    stats = [(package / name).stat() for name in _VALIDATOR_MODULES]
+    code = " ".join(f"{st.st_size}:{st.st_mtime_ns}" for st in stats)
+    digest = hashlib.sha256(f"tf_fsm {tf_fsm.__version__} {code}\0".encode())
     digest.update(data)
     return digest.hexdigest()
 
