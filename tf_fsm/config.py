@@ -29,8 +29,8 @@ from tf_fsm.project import SETTINGS_RELPATH as SETTINGS_RELPATH
 from tf_fsm.project import find_project_root as find_project_root
 from tf_fsm.project import record_checked_settings
 
-# The schema (tf_fsm.settings_schema); these names are imported from here by the rest of tf_fsm.
-from tf_fsm.settings_schema import DEFAULT_FAIL_ON as DEFAULT_FAIL_ON
+# The schema (tf_fsm.settings_schema): what this module uses, and what the rest of tf_fsm
+# imports from here.
 from tf_fsm.settings_schema import ESCALATION_KEYS as ESCALATION_KEYS
 from tf_fsm.settings_schema import PACKAGE_DEFAULTS as PACKAGE_DEFAULTS
 from tf_fsm.settings_schema import PI_ONLY_ROLES as PI_ONLY_ROLES

@@ -27,9 +27,7 @@ from tf_fsm.errors import TfFsmError
 from tf_fsm.escalation import next_tier, resolve, should_retry, stopped
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.executors.accounting import refuse_over_budget
-from tf_fsm.machine import (
-    AttemptFacts,
-)
+from tf_fsm.machine import AttemptFacts
 from tf_fsm.phases import PhaseRunner, phase_plan
 from tf_fsm.prompts import PromptLibrary
 from tf_fsm.resume import ResumePoint, gate_decided, resume_point

@@ -171,8 +171,9 @@ class PhaseRunner:
         run, n = self.run_, self.attempt.number
         chosen = self.attempt.resolution.roles[role]
         output = self.store.dir / artifact
+        # Rendered when the attempt began, unless this call carries gate feedback.
         prompt = (
-            None if gate_feedback is not None else self.attempt.prompts.get((phase, role, artifact))
+            self.attempt.prompts.get((phase, role, artifact)) if gate_feedback is None else None
         )
         if prompt is None:
             context = self._context(phase, role, output, gate_feedback)

@@ -47,7 +47,7 @@ def nothing_run(root: Path) -> bool:
     except OSError:
         return False  # load_settings reports it, naming the file
     else:
-        configured = _checked_knowledge_dir(root, data)
+        configured = _recorded_knowledge_dir(root, _fingerprint(data))
     if configured is None:
         return False
     knowledge = Path(configured)
@@ -75,16 +75,16 @@ def _fingerprint(data: bytes) -> str:
     return digest.hexdigest()
 
 
-def _checked_knowledge_dir(root: Path, data: bytes) -> str | None:
-    """`workflow.knowledgeDir` from the settings record if it vouches for `data`, else None.
-    A missing, unreadable or foreign record is only a slower path, never an error."""
+def _recorded_knowledge_dir(root: Path, fingerprint: str) -> str | None:
+    """The record's `knowledgeDir` if it was written for `fingerprint`. A missing, unreadable
+    or foreign record is only a slower path, never an error."""
     import json
 
     try:
         record = json.loads((root / SETTINGS_RECORD_RELPATH).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or record.get("fingerprint") != _fingerprint(data):
+    if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
         return None
     configured = record.get("knowledgeDir")
     return configured if isinstance(configured, str) else None
@@ -95,13 +95,14 @@ def record_checked_settings(root: Path, data: bytes, knowledge_dir: str) -> None
     status` on a project where nothing has run answers without loading pydantic. Written by the
     commands that write anyway (init, run, ralph, watch), and only when it changed; a cache
     (docs/settings.md), so a project directory that refuses the write costs only speed."""
-    if _checked_knowledge_dir(root, data) == knowledge_dir:
+    fingerprint = _fingerprint(data)
+    if _recorded_knowledge_dir(root, fingerprint) == knowledge_dir:
         return
     from contextlib import suppress
 
     from tf_fsm._atomic import atomic_write_json
 
-    record = {"fingerprint": _fingerprint(data), "knowledgeDir": knowledge_dir}
+    record = {"fingerprint": fingerprint, "knowledgeDir": knowledge_dir}
     with suppress(OSError):
         path = root / SETTINGS_RECORD_RELPATH
         path.parent.mkdir(parents=True, exist_ok=True)

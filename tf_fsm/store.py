@@ -363,26 +363,27 @@ class TicketStore:
         return CorruptStateError(self.journal_path, problem, remedy=remedy)
 
     def _redacted_line(self, event: Event) -> bytes:
-        # The redactor runs over the JSON text, so `"apiKey": "..."` inside a nested object is
-        # caught too. It never breaks JSON in practice; if it ever did, fall back to redacting
-        # each string value, which cannot.
-        raw = encode(event).decode("utf-8").removesuffix("\n")
-        text = self.redactor(raw)
-        if text == raw:  # nothing redacted (the usual case): still the JSON encode() wrote
-            return text.encode("utf-8") + b"\n"
-        try:
-            json.loads(text)
-        except json.JSONDecodeError:
+        text = self._redacted_json_text(encode(event).decode("utf-8").removesuffix("\n"))
+        if text is None:
             data = _redact_strings(event.model_dump(mode="json"), self.redactor)
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         return text.encode("utf-8") + b"\n"
 
     def _redacted_json(self, obj: Any) -> str:
-        text = self.redactor(json_text(obj))
+        text = self._redacted_json_text(json_text(obj))
+        return text if text is not None else json_text(_redact_strings(obj, self.redactor))
+
+    def _redacted_json_text(self, raw: str) -> str | None:
+        """`raw` JSON text redacted, or None if redaction broke it (the caller then redacts each
+        string value, which cannot). The redactor runs over the JSON text, so `"apiKey": "..."`
+        inside a nested object is caught too; it never breaks JSON in practice."""
+        text = self.redactor(raw)
+        if text == raw:  # nothing redacted (the usual case): still the JSON it was given
+            return text
         try:
             json.loads(text)
         except json.JSONDecodeError:
-            text = json_text(_redact_strings(obj, self.redactor))
+            return None
         return text
 
     def _repair_tail(self, fd: int) -> bytes:
