@@ -161,6 +161,8 @@ def test_budget_stops_the_next_attempt_and_reset_starts_a_fresh_one(e2e: Harness
         "inputTokens": 10_000, "outputTokens": 1000, "costUsd": 0.1
     }  # fmt: skip
     assert e2e.event("BudgetExhausted", 1)["spentUsd"] == 0.1
+    # the journal says no retry followed, so a crash here would not make one look due
+    assert e2e.event("TicketBlocked", 1)["autoRetry"] is False
     assert {c["attempt"] for c in e2e.agent_calls()} == {1}
 
     again = e2e.run()

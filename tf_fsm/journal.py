@@ -238,8 +238,9 @@ class TicketBlocked(Event):
     reason: str
     retryCount: int
     maxRetries: int
-    #: the run meant to start the next attempt at once (escalation on, retries left, no
-    #: --once); a run that finds it unstarted after a crash keeps the trigger quality_gate
+    #: the run meant to start the next attempt at once (escalation on, retries left, budget
+    #: not refusing, no --once); a run that finds it unstarted after a crash keeps the
+    #: trigger quality_gate
     autoRetry: bool = False
 
 

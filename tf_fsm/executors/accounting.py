@@ -118,10 +118,10 @@ def forecast(run: TicketRun, state: RetryState | None) -> float:
     return total
 
 
-def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
-    """Before an attempt starts (or escalates): the outcome that ends the run when the
-    ticket's budget is spent, or when the executor's prices say the next attempt could
-    overrun it; journaled once per refusal; None when the attempt may start."""
+def budget_refusal(run: TicketRun, state: RetryState | None) -> tuple[float, float, str] | None:
+    """(spent, budget, reason) when the ticket's budget is spent, or when the executor's prices
+    say the next attempt could overrun it; None when the next attempt may start. Journals
+    nothing: a blocked attempt asks it to say truthfully whether a retry follows."""
     budget = run.settings.workflow.escalation.maxCostUsd
     if budget is None:
         return None
@@ -131,13 +131,24 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
     spent = (ticket_usage(run.store.read_events().events) or Usage()).cost_usd
     if spent < budget and spent + need <= budget:
         return None
-    reason = budget_reason(spent, budget)
-    if spent < budget:
-        reason = (
-            f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
-            f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
-            "attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
-        )
+    if spent >= budget:
+        return spent, budget, budget_reason(spent, budget)
+    return (
+        spent,
+        budget,
+        f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
+        f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
+        "attempt or escalation; raise the budget, or --retry-reset starts a fresh one",
+    )
+
+
+def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
+    """Before an attempt starts (or escalates): the outcome that ends the run when
+    `budget_refusal` refuses it, journaled once per refusal; None when the attempt may start."""
+    refusal = budget_refusal(run, state)
+    if refusal is None:
+        return None
+    spent, budget, reason = refusal
     cur = state.current if state else None
     run._event(
         ev.BudgetExhausted,
@@ -157,6 +168,7 @@ __all__ = [
     "BUDGET",
     "attempt_events",
     "budget_reason",
+    "budget_refusal",
     "failure_class",
     "forecast",
     "over_budget",
