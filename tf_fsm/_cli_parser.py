@@ -1,12 +1,13 @@
 """The `tf-fsm` argument parser: every command, option and help text, and the exit codes
-each command documents. Built when `main` runs; the commands live in tf_fsm.cli (the
-everyday ones) and tf_fsm._cli_tools."""
+each command documents. Built when `main` runs; the commands live in tf_fsm.cli (set-up and
+runs), tf_fsm._cli_query (read-only queries) and tf_fsm._cli_tools."""
 
 from __future__ import annotations
 
 import argparse
 
 from tf_fsm import __version__
+from tf_fsm._cli_query import cmd_gate, cmd_prompts, cmd_status, cmd_tickets
 from tf_fsm._cli_tools import (
     _positive,
     cmd_demo,
@@ -16,16 +17,7 @@ from tf_fsm._cli_tools import (
     cmd_simulate,
     cmd_watch,
 )
-from tf_fsm.cli import (
-    cmd_gate,
-    cmd_init,
-    cmd_prompts,
-    cmd_resume,
-    cmd_run,
-    cmd_settings,
-    cmd_status,
-    cmd_tickets,
-)
+from tf_fsm.cli import cmd_init, cmd_resume, cmd_run, cmd_settings
 
 EPILOG = """\
 exit codes:

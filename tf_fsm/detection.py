@@ -3,16 +3,27 @@
 Agents write `review.md`, `post-fix-verification.md` and `close-summary.md` freely, so the
 parsers are tolerant (bold, emoji, tables, parentheticals, CRLF) and never raise: a file they
 cannot read yields "unknown"/zero counts plus a note, and `evaluate` explains its verdict in one
-sentence. Everything here is pure: text in, values out.
+sentence. This module holds what the artifacts mean (the parsers and the verdict); the
+markdown-level lexing they share lives in tf_fsm._markdown. Everything here is pure: text in,
+values out.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tf_fsm._markdown import (
+    content_lines,
+    counts_in,
+    findings_in,
+    parse_heading,
+    plain,
+    table_cells,
+    title_severity,
+)
 from tf_fsm.severity import SEVERITIES, normalize_severity
 
 __all__ = [
@@ -31,35 +42,8 @@ __all__ = [
 
 Status = Literal["blocked", "closed", "unknown"]
 
-_MARKUP = re.compile(r"[*_`~]+")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})(.*)$")
-# Closing hashes are stripped separately: a lazy title plus optional suffix backtracks badly.
-_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t])#+[ \t]*$")
-_LEAD_WORD = re.compile(r"^[\W\d_]*([A-Za-z]+)(?!\w)")
 _STATS_TITLE = re.compile(r"\bstat(?:istic)?s\b", re.IGNORECASE)
 _BOLD_ONLY = re.compile(r"^\s*(\*\*|__)(?P<title>.+?)\1\s*(?:\([^)]*\))?\s*:?\s*$")
-_LIST_ITEM = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(\S.*)$")
-_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_SEPARATOR_CELL = re.compile(r":?-+:?")
-_LEADING_INT = re.compile(r"(\d{1,9})(?!\d)")
-_LABEL_NOISE = re.compile(r"\([^()]*\)|\b(?:issues?|findings?|items?|count)\b", re.IGNORECASE)
-# "Critical: 2", "Critical (must fix): 0", "Major issues = 1"; several may share a line.
-_PAIR = re.compile(
-    r"(?<![A-Za-z0-9])([A-Za-z]+)(?:\s+(?:issues?|findings?|items?))?\s*(?:\([^()]*\)\s*)?"
-    r"[:=]\s*(\d{1,9})(?!\d)",
-    re.IGNORECASE,
-)
-# Whole-item match only: "None of the callers check errors" is a finding, "None." is not.
-_NOTHING = re.compile(
-    r"(?:none|n/?a|nil|nothing|no\s+(?:(?:critical|major|minor|blocking|significant|other"
-    r"|additional|further|new|remaining|outstanding)\s+)*(?:issues?|findings?|problems?"
-    r"|concerns?|warnings?|suggestions?))"
-    r"(?:\s+(?:found|identified|reported|detected|noted|to\s+report))?"
-    r"(?:\s+(?:at|for|in)\s+this\s+(?:severity|level|category|section|time|review))?"
-    r"\s*(?:\(.*\))?[\s.!)]*",
-    re.IGNORECASE,
-)
 _STATUS_TITLE = re.compile(r"[\W_]*status[\W_]*", re.IGNORECASE)
 _STATUS_LINE = re.compile(
     r"^[\W_]*(?:(?:final|ticket|close|closure)\s+)?status\s*:\s*(.*)$", re.IGNORECASE
@@ -72,119 +56,7 @@ _VERDICT_LINE = re.compile(
     r"^[\W_]*(?:status|result)\s*:\s*[\W_]*(pass(?:ed)?|fail(?:ed)?|blocked)(?!\w)", re.IGNORECASE
 )
 _LIST_SPLIT = re.compile(r"[\s,;]+")
-_LEADING_JUNK = re.compile(r"^[\W_]+")
 _CLOSED = frozenset({"closed", "complete", "completed"})
-
-
-def _plain(text: str) -> str:
-    return _MARKUP.sub("", text).strip()
-
-
-def _lines(text: str) -> list[str]:
-    """The lines with fenced code blanked: code never holds headings, findings or statuses."""
-    out: list[str] = []
-    fence = ""
-    for line in text.splitlines():  # also splits CRLF and lone CR
-        m = _FENCE.match(line)
-        if fence:
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
-                fence = "" if not m.group(2).strip() else fence
-            out.append("")
-        elif m and not (m.group(1)[0] == "`" and "`" in m.group(2)):  # ```x``` is inline code
-            fence = m.group(1)
-            out.append("")
-        else:
-            out.append(line)
-    return out
-
-
-def _heading(line: str) -> tuple[int, str] | None:
-    m = _HEADING.match(line)
-    if m is None:
-        return None
-    return len(m.group(1)), _CLOSING_HASHES.sub("", m.group(2) or "").strip()
-
-
-def _title_severity(title: str) -> str | None:
-    m = _LEAD_WORD.match(_plain(title))
-    return normalize_severity(m.group(1)) if m else None
-
-
-def _label_severity(label: str) -> str | None:
-    return normalize_severity(_LABEL_NOISE.sub("", _plain(label)))
-
-
-def _cells(line: str) -> list[str] | None:
-    stripped = line.strip()
-    if not stripped.startswith("|"):
-        return None
-    return [_plain(cell) for cell in stripped.strip("|").split("|")]
-
-
-def _is_separator(cells: list[str] | None) -> bool:
-    return cells is not None and all(_SEPARATOR_CELL.fullmatch(c) for c in cells)
-
-
-def _leading_int(cell: str) -> int | None:
-    m = _LEADING_INT.match(cell)
-    return int(m.group(1)) if m else None
-
-
-def _counts_in(lines: Iterable[str]) -> dict[str, int]:
-    """Counts written as `Label: N` pairs or table rows; the first value per severity wins."""
-    counts: dict[str, int] = {}
-    columns: dict[int, str] = {}  # a transposed table: | Critical | Major | ... | over | 0 | 3 |
-    for line in lines:
-        cells = _cells(line)
-        if cells is None:
-            columns = {}
-            for m in _PAIR.finditer(_plain(line)):
-                severity = normalize_severity(m.group(1))
-                if severity:
-                    counts.setdefault(severity, int(m.group(2)))
-            continue
-        heads = {i: s for i, c in enumerate(cells) if (s := _label_severity(c))}
-        if len(heads) >= 2:
-            columns = heads
-        elif _is_separator(cells):
-            continue
-        elif columns:
-            for i, severity in columns.items():
-                value = _leading_int(cells[i]) if i < len(cells) else None
-                if value is not None:
-                    counts.setdefault(severity, value)
-            columns = {}
-        elif len(cells) >= 2 and (severity := _label_severity(cells[0])):
-            value = _leading_int(cells[1])
-            if value is not None:
-                counts.setdefault(severity, value)
-    return counts
-
-
-def _is_nothing(text: str) -> bool:
-    return _NOTHING.fullmatch(_LEADING_JUNK.sub("", _plain(text))) is not None
-
-
-def _findings(lines: list[str]) -> list[str]:
-    """Top-level list items plus table data rows; sub-bullets and "None." items are not findings."""
-    items: list[tuple[int, str]] = []
-    rows: list[str] = []
-    for i, line in enumerate(lines):
-        cells = _cells(line)
-        if cells is not None:
-            is_header = i + 1 < len(lines) and _is_separator(_cells(lines[i + 1]))
-            empty = all(not c or c in "-—–" or _is_nothing(c) for c in cells)
-            if not (is_header or empty or _is_separator(cells)):
-                rows.append(" | ".join(c for c in cells if c))
-            continue
-        m = _LIST_ITEM.match(line)
-        if m and not _THEMATIC_BREAK.match(line):
-            items.append((len(m.group(1).expandtabs(4)), m.group(2).strip()))
-    if not items:
-        return rows
-    top = min(indent for indent, _ in items)
-    # A nested list needs at least two more columns; less than that is a sloppy sibling.
-    return rows + [text for indent, text in items if indent < top + 2 and not _is_nothing(text)]
 
 
 def _full(counts: Mapping[str, int]) -> dict[str, int]:
@@ -201,7 +73,7 @@ class CloseStatus:
 
 
 def _status_from(value: str) -> tuple[Status, str | None]:
-    m = _WORD.search(_plain(value))
+    m = _WORD.search(plain(value))
     key = m.group(0).lower() if m else ""
     status: Status = "blocked" if key == "blocked" else "closed" if key in _CLOSED else "unknown"
     return status, m.group(0) if m else None
@@ -214,12 +86,12 @@ def _close_counts(lines: list[str]) -> dict[str, int] | None:
     kind = "general"
     segment: list[str] = []
     for line in [*lines, "#"]:  # the sentinel heading flushes the last segment
-        heading = _heading(line)
+        heading = parse_heading(line)
         if heading is None:
             segment.append(line)
             continue
         target = post if kind == "post" else general if kind == "general" else {}
-        for severity, n in _counts_in(segment).items():
+        for severity, n in counts_in(segment).items():
             target.setdefault(severity, n)
         segment = []
         title = heading[1]
@@ -232,21 +104,21 @@ def _close_counts(lines: list[str]) -> dict[str, int] | None:
 def parse_close_summary(text: str) -> CloseStatus:
     """Status from the first `Status:` line or line under a `## Status` heading, in document
     order; counts per severity from post-fix sections first, never from fixes-applied ones."""
-    lines = _lines(text)
+    lines = content_lines(text)
     found: tuple[Status, str | None] | None = None
     awaiting = False  # right after a `## Status` heading (or a bare `Status:` line)
     for line in lines:
         if not line.strip():
             continue
-        heading = _heading(line)
-        inline = _STATUS_LINE.match(_plain(line))
-        cells = _cells(line)
+        heading = parse_heading(line)
+        inline = _STATUS_LINE.match(plain(line))
+        cells = table_cells(line)
         if inline and inline.group(1).strip():
             found = _status_from(inline.group(1))
         elif cells and len(cells) >= 2 and cells[0].lower() == "status" and cells[1]:
             found = _status_from(cells[1])
         elif heading is not None:
-            awaiting = heading[0] <= 3 and _STATUS_TITLE.fullmatch(_plain(heading[1])) is not None
+            awaiting = heading[0] <= 3 and _STATUS_TITLE.fullmatch(plain(heading[1])) is not None
             continue
         elif inline:
             awaiting = True
@@ -275,24 +147,24 @@ def _review_sections(text: str) -> tuple[list[str], str, list[tuple[str, list[st
     sections: list[tuple[str, list[str]]] = []
     # (kind, level): kind is "stats" or a severity; level 7 marks a bold-only pseudo-heading.
     current: tuple[str, int] | None = None
-    for line in _lines(text):
-        heading = _heading(line)
+    for line in content_lines(text):
+        heading = parse_heading(line)
         if heading is not None:
             level, title = heading
-            severity = _title_severity(title)
+            severity = title_severity(title)
             if severity:
                 current = (severity, level)
                 sections.append((severity, []))
             elif _STATS_TITLE.search(title):
                 current = ("stats", level)
-                stats_title = stats_title or _plain(title)
+                stats_title = stats_title or plain(title)
             elif current is None or level <= current[1] or current[1] == 7:
                 current = None
             continue
         # Pseudo-headings are short; the length cap keeps the lazy bold pattern cheap.
         bold = _BOLD_ONLY.match(line) if len(line) < 300 else None
         if bold:
-            severity = _title_severity(bold.group("title"))
+            severity = title_severity(bold.group("title"))
             if severity:
                 current = (severity, 7)
                 sections.append((severity, []))
@@ -314,17 +186,17 @@ def extract_findings(text: str) -> dict[str, list[str]]:
     """The findings listed under each severity heading, in file order (texts, not counts)."""
     out: dict[str, list[str]] = {}
     for severity, body in _review_sections(text)[2]:
-        out.setdefault(severity, []).extend(_findings(body))
+        out.setdefault(severity, []).extend(findings_in(body))
     return out
 
 
 def parse_review(text: str) -> ReviewCounts:
     """Statistics section values, else the top-level findings under each severity heading."""
     stats_lines, stats_title, sections = _review_sections(text)
-    stats = _counts_in(stats_lines)
+    stats = counts_in(stats_lines)
     listed: dict[str, int] = {}
     for severity, body in sections:
-        listed[severity] = listed.get(severity, 0) + len(_findings(body))
+        listed[severity] = listed.get(severity, 0) + len(findings_in(body))
     notes = []
     for severity in SEVERITIES:
         if severity in stats and severity in listed and stats[severity] != listed[severity]:
@@ -355,13 +227,13 @@ class PostFixResult:
 
 
 def parse_post_fix_verification(text: str) -> PostFixResult:
-    lines = _lines(text)
-    verdict = next((m for line in lines if (m := _VERDICT_LINE.match(_plain(line)))), None)
+    lines = content_lines(text)
+    verdict = next((m for line in lines if (m := _VERDICT_LINE.match(plain(line)))), None)
     passed = None if verdict is None else verdict.group(1).lower().startswith("pass")
     body: list[str] = []
     level = 0  # the level of the Post-Fix Counts heading once inside that section
     for line in lines:
-        heading = _heading(line)
+        heading = parse_heading(line)
         if heading is not None:
             if level and heading[0] <= level:
                 break
@@ -369,7 +241,7 @@ def parse_post_fix_verification(text: str) -> PostFixResult:
                 level = heading[0]
         elif level:
             body.append(line)
-    counts = _counts_in(body)
+    counts = counts_in(body)
     return PostFixResult(counts=_full(counts) if counts else None, passed=passed)
 
 

@@ -3,7 +3,8 @@
 Policies are callables of one record, in the manner of tenacity's `stop`/`wait`:
 `escalate_from("fixer", 2) | escalate_from("worker", 3)` is itself a policy. Settings decide
 which roles *may* escalate (a null escalation model means the base model); the curve decides
-which roles escalate on a given attempt.
+which roles escalate on a given attempt. `phase_plan` is the other half of what a retry
+changes: which phases attempt N runs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from tf_fsm.config import ESCALATION_KEYS, LoadedSettings
+from tf_fsm.config import ESCALATION_KEYS, REVIEWER_ROLES, LoadedSettings
 from tf_fsm.state import Attempt, EscalationRecord, RetryState
 
 _KEY_OF_ROLE = {role: key for key, role in ESCALATION_KEYS.items()}
@@ -167,6 +168,51 @@ def resolve(
             continue
         roles[role] = RoleResolution(role, base.model, base.thinking, base.model, False, reason)
     return Resolution(attempt_number, tier, roles)
+
+
+def phase_plan(
+    attempt: int, settings: LoadedSettings, research_flag: bool | None, resolution: Resolution
+) -> dict[str, tuple[bool, str]]:
+    """Which phases attempt `attempt` runs, and why. Fix is provisional: it also needs failOn
+    findings in review.md, which only the review phase can tell."""
+    wf = settings.workflow
+    plan: dict[str, tuple[bool, str]] = {}
+    if research_flag is True:
+        plan["research"] = (True, "--with-research")
+    elif research_flag is False:
+        plan["research"] = (False, "--no-research")
+    elif not wf.enableResearcher:
+        plan["research"] = (False, "workflow.enableResearcher is false")
+    elif attempt > 1:
+        plan["research"] = (
+            False,
+            "retry: research is not re-run (seed 003); --with-research forces it",
+        )
+    else:
+        plan["research"] = (True, "attempt 1")
+    if attempt == 1:
+        plan["implement"] = (True, "attempt 1")
+    elif resolution.roles["worker"].escalated:
+        plan["implement"] = (
+            True,
+            f"retry with an escalated worker ({resolution.roles['worker'].model})",
+        )
+    else:
+        plan["implement"] = (False, "retry without an escalated worker: the implementation stands")
+    reviewers = [r for r in wf.enableReviewers if r in REVIEWER_ROLES]
+    plan["review"] = (
+        (True, f"reviewers: {', '.join(reviewers)}")
+        if reviewers
+        else (False, "workflow.enableReviewers is empty")
+    )
+    plan["fix"] = (
+        (True, "when review.md has failOn findings")
+        if wf.enableFixer
+        else (False, "workflow.enableFixer is false")
+    )
+    plan["verify"] = (True, "the quality gate is decided here")
+    plan["close"] = (True, "always")
+    return plan
 
 
 def stopped(state: RetryState | None) -> bool:

@@ -24,11 +24,11 @@ from tf_fsm.attempt import run_attempt
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
-from tf_fsm.escalation import next_tier, resolve, should_retry, stopped
+from tf_fsm.escalation import next_tier, phase_plan, resolve, should_retry, stopped
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.executors.accounting import refuse_over_budget
 from tf_fsm.machine import AttemptFacts
-from tf_fsm.phases import PhaseRunner, phase_plan
+from tf_fsm.phases import PhaseRunner
 from tf_fsm.prompts import PromptLibrary
 from tf_fsm.resume import ResumePoint, gate_decided, resume_point
 from tf_fsm.state import (

@@ -1,8 +1,5 @@
-"""What each phase does, and which phases an attempt runs.
-
-`phase_plan` is pure: the phases of attempt N, each with the reason it runs or is skipped.
-`PhaseRunner` runs one phase's agent invocations and the reports tf_fsm writes itself.
-"""
+"""What each phase does: `PhaseRunner` runs one phase's agent invocations and the reports
+tf_fsm writes itself. Which phases an attempt runs is `escalation.phase_plan` (pure)."""
 
 from __future__ import annotations
 
@@ -14,10 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
-from tf_fsm.config import REVIEWER_ROLES, LoadedSettings
+from tf_fsm.config import REVIEWER_ROLES
 from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review
-from tf_fsm.escalation import Resolution
 from tf_fsm.executors import Invocation, OutputMark
 from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, backoff_delay
 from tf_fsm.gates import GateOutcome, GateResult, gate_rows, run_gates
@@ -45,51 +41,6 @@ SINGLE_ROLE: dict[str, tuple[str, str]] = {
     "fix": ("fixer", "fixes.md"),
     "close": ("closer", "close-notes.md"),
 }
-
-
-def phase_plan(
-    attempt: int, settings: LoadedSettings, research_flag: bool | None, resolution: Resolution
-) -> dict[str, tuple[bool, str]]:
-    """Which phases attempt `attempt` runs, and why. Fix is provisional: it also needs failOn
-    findings in review.md, which only the review phase can tell."""
-    wf = settings.workflow
-    plan: dict[str, tuple[bool, str]] = {}
-    if research_flag is True:
-        plan["research"] = (True, "--with-research")
-    elif research_flag is False:
-        plan["research"] = (False, "--no-research")
-    elif not wf.enableResearcher:
-        plan["research"] = (False, "workflow.enableResearcher is false")
-    elif attempt > 1:
-        plan["research"] = (
-            False,
-            "retry: research is not re-run (seed 003); --with-research forces it",
-        )
-    else:
-        plan["research"] = (True, "attempt 1")
-    if attempt == 1:
-        plan["implement"] = (True, "attempt 1")
-    elif resolution.roles["worker"].escalated:
-        plan["implement"] = (
-            True,
-            f"retry with an escalated worker ({resolution.roles['worker'].model})",
-        )
-    else:
-        plan["implement"] = (False, "retry without an escalated worker: the implementation stands")
-    reviewers = [r for r in wf.enableReviewers if r in REVIEWER_ROLES]
-    plan["review"] = (
-        (True, f"reviewers: {', '.join(reviewers)}")
-        if reviewers
-        else (False, "workflow.enableReviewers is empty")
-    )
-    plan["fix"] = (
-        (True, "when review.md has failOn findings")
-        if wf.enableFixer
-        else (False, "workflow.enableFixer is false")
-    )
-    plan["verify"] = (True, "the quality gate is decided here")
-    plan["close"] = (True, "always")
-    return plan
 
 
 def _sha256(data: bytes) -> str:

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.context import AttemptContext
-from tf_fsm.escalation import detect_same_failure, resolve, should_retry, stopped
+from tf_fsm.escalation import detect_same_failure, phase_plan, resolve, should_retry, stopped
 from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
-from tf_fsm.phases import PhaseRunner, phase_plan
+from tf_fsm.phases import PhaseRunner
 from tf_fsm.prompts import PromptLibrary, template_for
 
 

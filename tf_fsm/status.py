@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm.config import LoadedSettings, knowledge_dir
+from tf_fsm.ticket_id import TICKET_ID_RE
 
 # Everything else is imported where it is used: `tf-fsm status` on a project where no ticket
 # has run needs only the settings, and the journal/state models, the store (filelock, the
@@ -22,8 +23,6 @@ def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
     base = knowledge_dir(root, settings) / "tickets"
     if not base.is_dir():
         return []
-    from tf_fsm.store import TICKET_ID_RE
-
     return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
 
 

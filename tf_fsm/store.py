@@ -17,37 +17,30 @@ import hashlib
 import json
 import os
 import re
-import socket
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm._atomic import atomic_write_bytes as atomic_write_bytes
 from tf_fsm._atomic import atomic_write_json as atomic_write_json
 from tf_fsm._atomic import atomic_write_text as atomic_write_text
-from tf_fsm._atomic import fsync_dir, json_text, write_all
-from tf_fsm.errors import (
-    CorruptStateError,
-    InvalidArtifactNameError,
-    InvalidTicketIdError,
-    TicketLockedError,
-)
+from tf_fsm._atomic import fsync_dir, write_all
+from tf_fsm._journal_file import corrupt_journal, repair_tail
+from tf_fsm._redacted_json import redacted_json, redacted_line
+from tf_fsm._ticket_lock import hold_lock, sweep_temp_files
+from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError
 from tf_fsm.journal import (
     Event,
     JournalLineError,
     JournalRead,
-    JournalTailDropped,
     RetryStateReset,
     StaleTempFilesRemoved,
     decode,
-    encode,
     timestamp,
     validation_problem,
 )
@@ -55,40 +48,14 @@ from tf_fsm.redact import Redactor
 from tf_fsm.resume import Seen
 from tf_fsm.state import RetryState
 
-MAX_TICKET_ID_LENGTH = 128
-TICKET_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# Ticket ids are re-exported too: callers validate ids through the store's module.
+from tf_fsm.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
+from tf_fsm.ticket_id import TICKET_ID_RE as TICKET_ID_RE
+from tf_fsm.ticket_id import validate_ticket_id as validate_ticket_id
+
 _ARTIFACT_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Files with their own API (and their own integrity rules) that write_artifact must not replace.
 _RESERVED_ARTIFACTS = frozenset({"retry-state.json", "events.jsonl"})
-_PREVIEW_CHARS = 80
-_TAIL_CHUNK = 64 * 1024
-
-
-def validate_ticket_id(ticket_id: str) -> str:
-    """Return `ticket_id` if it is safe as one directory name, else InvalidTicketIdError."""
-    if not isinstance(ticket_id, str):
-        raise InvalidTicketIdError(repr(ticket_id), "must be a string")
-    reason = None
-    if not ticket_id:
-        reason = "must not be empty"
-    elif len(ticket_id) > MAX_TICKET_ID_LENGTH:
-        reason = f"is {len(ticket_id)} characters long (at most {MAX_TICKET_ID_LENGTH})"
-    elif "/" in ticket_id or "\\" in ticket_id:
-        reason = "must not contain a path separator ('/' or '\\')"
-    elif "\0" in ticket_id:
-        reason = "must not contain a NUL character"
-    elif any(c.isspace() for c in ticket_id):
-        reason = "must not contain whitespace"
-    elif ".." in ticket_id:
-        reason = "must not contain '..'"
-    elif not TICKET_ID_RE.fullmatch(ticket_id[0]):
-        reason = f"must start with a letter, digit or '_', not {ticket_id[0]!r}"
-    elif not TICKET_ID_RE.fullmatch(ticket_id):
-        bad = next(c for c in ticket_id if not re.fullmatch(r"[A-Za-z0-9_.-]", c))
-        reason = f"contains {bad!r}; only ASCII letters, digits, '-', '_' and '.' are allowed"
-    if reason is not None:
-        raise InvalidTicketIdError(ticket_id, reason)
-    return ticket_id
 
 
 # --- the store ----------------------------------------------------------------------------
@@ -268,7 +235,7 @@ class TicketStore:
             )
         if not self._trusted:  # a file this store already read or wrote needs no re-check
             self.load_retry_state()
-        text = self._redacted_json(state.to_json_dict())
+        text = redacted_json(state.to_json_dict(), self.redactor)
         # Artifacts the state may point at are made durable first; its own directory's fsync
         # below covers the renames already done in it.
         self._sync_dirs(skip=self.dir)
@@ -324,7 +291,8 @@ class TicketStore:
                 raise ValueError(
                     f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
                 )
-        line = b"".join(self._redacted_line(e) for e in events)
+        redactor = self.redactor
+        line = b"".join(redacted_line(e, redactor) for e in events)
         if durable:
             self._sync_dirs()  # what the events report is on disk before they are
         try:
@@ -335,7 +303,7 @@ class TicketStore:
             fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
             created = True
         try:
-            repair = self._repair_tail(fd)
+            repair = repair_tail(fd, self.journal_path, self.ticket_id, redactor)
             write_all(fd, repair + line)
             if durable:
                 os.fsync(fd)
@@ -356,63 +324,8 @@ class TicketStore:
         try:
             return decode(data)
         except JournalLineError as exc:
-            raise self._corrupt_journal(f"line {exc.line_number}: {exc.problem}") from exc
-
-    def _corrupt_journal(self, problem: str) -> CorruptStateError:
-        remedy = "fix or delete that line by hand; tf-fsm never rewrites the journal"
-        return CorruptStateError(self.journal_path, problem, remedy=remedy)
-
-    def _redacted_line(self, event: Event) -> bytes:
-        text = self._redacted_json_text(encode(event).decode("utf-8").removesuffix("\n"))
-        if text is None:
-            data = _redact_strings(event.model_dump(mode="json"), self.redactor)
-            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return text.encode("utf-8") + b"\n"
-
-    def _redacted_json(self, obj: Any) -> str:
-        text = self._redacted_json_text(json_text(obj))
-        return text if text is not None else json_text(_redact_strings(obj, self.redactor))
-
-    def _redacted_json_text(self, raw: str) -> str | None:
-        """`raw` JSON text redacted, or None if redaction broke it (the caller then redacts each
-        string value, which cannot). The redactor runs over the JSON text, so `"apiKey": "..."`
-        inside a nested object is caught too; it never breaks JSON in practice."""
-        text = self.redactor(raw)
-        if text == raw:  # nothing redacted (the usual case): still the JSON it was given
-            return text
-        try:
-            json.loads(text)
-        except json.JSONDecodeError:
-            return None
-        return text
-
-    def _repair_tail(self, fd: int) -> bytes:
-        """Bytes to write before the next line so that it starts on a line of its own: nothing,
-        a newline (the last event only lacked it), or a JournalTailDropped line after the torn
-        bytes have been truncated away."""
-        size = os.fstat(fd).st_size
-        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-            return b""
-        start = _last_line_start(fd, size)
-        tail = os.pread(fd, size - start, start)
-        # Judged exactly as read_events judges it: complete JSON that is not a valid event is
-        # corruption, and corruption is reported, not cut away.
-        try:
-            torn = decode(tail).torn_tail
-        except JournalLineError as exc:
-            raise self._corrupt_journal(f"last line: {exc.problem}") from exc
-        if torn is None:
-            return b"\n"
-        os.ftruncate(fd, start)
-        os.fsync(fd)
-        preview = self.redactor(tail.decode("utf-8", errors="replace"))[:_PREVIEW_CHARS]
-        dropped = JournalTailDropped(
-            ts=timestamp(datetime.now(UTC)),
-            ticket=self.ticket_id,
-            bytes=len(tail),
-            preview=preview,
-        )
-        return self._redacted_line(dropped)
+            problem = f"line {exc.line_number}: {exc.problem}"
+            raise corrupt_journal(self.journal_path, problem) from exc
 
     # --- lock -----------------------------------------------------------------------------
 
@@ -420,82 +333,20 @@ class TicketStore:
     def lock(self, pid_note: str | None = None) -> Iterator[None]:
         """Hold the ticket's exclusive lock, or raise TicketLockedError at once.
 
-        flock(2) through filelock: the kernel drops the lock when the holder's process dies,
-        however it dies, so a lock is never stale. `.lock` itself stays on disk (filelock
-        neither deletes nor truncates it on Unix); the holder is described in `.lock.owner`."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        # fallback_to_soft=False: on a filesystem without flock, fail loudly rather than
-        # silently use a marker-file lock that a crash would leave behind.
-        file_lock = FileLock(
-            self.lock_path, timeout=0, fallback_to_soft=False, preserve_lock_file=True
-        )
-        try:
-            file_lock.acquire()
-        except Timeout:
-            raise TicketLockedError(self.ticket_id, self._holder_pid(), self.lock_path) from None
-        try:
-            owner = {
-                "pid": os.getpid(),
-                "hostname": socket.gethostname(),
-                "startedAt": timestamp(datetime.now(UTC)),
-                "note": pid_note,
-            }
-            # Not fsynced: it describes this process only, and after a crash the kernel has
-            # already dropped the lock it names (lock_holder reads it only while held).
-            atomic_write_text(self.lock_owner_path, self._redacted_json(owner), durable=False)
-            self._sweep_temp_files()
+        An flock(2) that the kernel drops when the holder dies, so never stale (see
+        `_ticket_lock.hold_lock`); the holder is described in `.lock.owner`. Once it is held,
+        temp files left by a writer killed mid-write are removed, and journaled."""
+        with hold_lock(
+            self.lock_path, self.lock_owner_path, self.ticket_id, pid_note, self.redactor
+        ):
+            stale = sweep_temp_files(self.dir, self.lock_path.name)
+            if stale:
+                self.append_event(
+                    StaleTempFilesRemoved(
+                        ts=timestamp(datetime.now(UTC)),
+                        ticket=self.ticket_id,
+                        attempt=None,
+                        files=stale,
+                    )
+                )
             yield
-        finally:
-            # Removed while still locked, so a later owner file always names a live holder or
-            # one that died (whose lock the kernel has already released).
-            with suppress(FileNotFoundError):
-                self.lock_owner_path.unlink()
-            file_lock.release()
-
-    def _sweep_temp_files(self) -> None:
-        """Remove `.<name>.<random>.tmp` files: with the lock held, no live writer owns one, so
-        each is the leftover of a process killed mid-write. Journaled, never silent."""
-        stale = sorted(
-            p for p in self.dir.rglob(".*.tmp") if p.is_file() and p.name != self.lock_path.name
-        )
-        if not stale:
-            return
-        for path in stale:
-            with suppress(FileNotFoundError):
-                path.unlink()
-        names = [str(p.relative_to(self.dir)) for p in stale]
-        self.append_event(
-            StaleTempFilesRemoved(
-                ts=timestamp(datetime.now(UTC)), ticket=self.ticket_id, attempt=None, files=names
-            )
-        )
-
-    def _holder_pid(self) -> int | None:
-        try:
-            pid = json.loads(self.lock_owner_path.read_text(encoding="utf-8")).get("pid")
-        except (OSError, ValueError, AttributeError):
-            return None
-        return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
-
-
-def _last_line_start(fd: int, size: int) -> int:
-    """Offset just after the last newline before `size` (0 if there is none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - _TAIL_CHUNK)
-        chunk = os.pread(fd, end - start, start)
-        newline = chunk.rfind(b"\n")
-        if newline != -1:
-            return start + newline + 1
-        end = start
-    return 0
-
-
-def _redact_strings(value: Any, redactor: Redactor) -> Any:
-    if isinstance(value, str):
-        return redactor(value)
-    if isinstance(value, dict):
-        return {redactor(str(k)): _redact_strings(v, redactor) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_strings(v, redactor) for v in value]
-    return value
