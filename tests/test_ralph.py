@@ -397,6 +397,50 @@ def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
     assert outcomes == [("pt-1", "locked"), ("pt-1", "closed")], loop.result.results
 
 
+def _outcome_file_holder(logs: Path) -> tuple[subprocess.Popen[str], Path]:
+    """A real process that took an outcome file as a loop does, and holds it."""
+    code = (
+        "import sys, time; from pathlib import Path; "
+        "from tf_fsm.ralph_worker import outcome_file; "
+        "print(outcome_file(Path(sys.argv[1]), 'pt-1')[1], flush=True); time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(logs)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_outcome_files_of_a_killed_loop_are_swept_and_said(proj: Project) -> None:
+    """A loop SIGKILLed before reading its workers' outcome files leaves them behind; the next
+    loop removes those nobody holds, says which, and leaves a live loop's alone."""
+    logs = proj.root / ".tf" / "ralph" / "logs"
+    logs.mkdir(parents=True)
+    killed, stale = _outcome_file_holder(logs)
+    killed_young, young = _outcome_file_holder(logs)
+    live, held = _outcome_file_holder(logs)
+    try:
+        for proc in (killed, killed_young):
+            proc.kill()
+            proc.wait()
+        old = time.time() - 120
+        for path in (stale, held):
+            os.utime(path, (old, old))
+        proj.ticket("pt-1")
+        done = proj.ralph("--max-iterations", "1")
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"removed 1 outcome file(s) of a loop that was killed before reading them: {stale.name}"
+            in done.stderr
+        )
+        assert not stale.exists()
+        assert held.exists() and young.exists()  # held by a live loop; maybe just created
+        assert sorted(p.name for p in logs.glob(".*.out")) == sorted([held.name, young.name])
+    finally:
+        live.kill()
+        live.wait()
+
+
 # --- worker flags ------------------------------------------------------------------------------
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import select
 import signal
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,9 +34,11 @@ from tf_fsm.ralph_worker import (
     WorkerProcess,
     lock_holder,
     open_attempt,
+    outcome_file,
     read_state_json,
     running_phase,
     stop_server,
+    sweep_outcome_files,
 )
 from tf_fsm.store import TicketStore
 
@@ -212,6 +213,11 @@ class Loop:
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         self.reporter.begin(self.options.workers, self.options.max_iterations)
+        if stale := sweep_outcome_files(self.root / RALPH_DIR / "logs"):
+            self.reporter.note(
+                f"removed {len(stale)} outcome file(s) of a loop that was killed before reading "
+                f"them: {', '.join(stale)}"
+            )
         try:
             while True:
                 if not self.stopping:
@@ -287,12 +293,8 @@ class Loop:
         log = logs / f"{plan.ticket}.log"
         with log.open("ab") as f:
             f.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
-        # A file of this run's own: two loops over one backlog may start workers for the same
-        # ticket (one is refused the lock), and a shared name let the refused one truncate
-        # the other's outcome line.
-        fd, out = tempfile.mkstemp(prefix=f".{plan.ticket}.", suffix=".out", dir=logs)
-        os.close(fd)
-        proc = WorkerProcess([*argv, "--ralph"], self.root, Path(out), log)
+        held, out = outcome_file(logs, plan.ticket)
+        proc = WorkerProcess([*argv, "--ralph"], self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1

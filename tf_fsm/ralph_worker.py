@@ -1,5 +1,6 @@
-"""The worker side of the backlog loop (`tf-fsm run ID --ralph`), and the loop's cheap probes
-of one ticket's files (lock, retry-state) that never build a ticket model."""
+"""The worker side of the backlog loop (`tf-fsm run ID --ralph`), the workers' outcome files,
+and the loop's cheap probes of one ticket's files (lock, retry-state) that never build a
+ticket model."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import fcntl
 import json
 import os
 import signal
+import tempfile
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -98,7 +101,13 @@ def running_phase(journal: Path, attempt: int) -> str | None:
 # -- starting workers ------------------------------------------------------------------------
 
 #: what every `tf-fsm run` worker imports anyway, imported once in the fork server instead
-PRELOAD = ["tf_fsm.cli", "tf_fsm.orchestrator", "tf_fsm.executors.command", "jinja2"]
+PRELOAD = [
+    "tf_fsm.cli",
+    "tf_fsm._cli_parser",
+    "tf_fsm.orchestrator",
+    "tf_fsm.executors.command",
+    "jinja2",
+]
 
 
 def _server() -> Any:
@@ -146,15 +155,57 @@ def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
     raise SystemExit(main(argv))
 
 
-class WorkerProcess:
-    """`tf-fsm <argv>` in a forked worker; the parts of Popen the loop uses."""
+#: an unlocked outcome file younger than this may be one a live loop has just created
+STALE_OUTCOME_SECONDS = 60.0
 
-    def __init__(self, argv: list[str], cwd: Path, out: Path, log: Path) -> None:
-        self.out = out
+
+def outcome_file(logs: Path, ticket: str) -> tuple[int, Path]:
+    """A fresh `.<id>.<random>.out` for one worker's outcome line, and an open descriptor
+    holding an exclusive lock on it while this loop may still read it. A file of each run's
+    own: two loops over one backlog may start workers for the same ticket (one is refused the
+    ticket lock), and a shared name let the refused one truncate the other's outcome line."""
+    fd, out = tempfile.mkstemp(prefix=f".{ticket}.", suffix=".out", dir=logs)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, Path(out)
+
+
+def sweep_outcome_files(logs: Path) -> list[str]:
+    """Remove outcome files no loop holds any more (their loop was SIGKILLed before reading
+    them): unlocked, and older than STALE_OUTCOME_SECONDS. Returns their names."""
+    removed: list[str] = []
+    for path in sorted(logs.glob(".*.out")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if time.time() - os.fstat(fd).st_mtime < STALE_OUTCOME_SECONDS:
+                continue
+            path.unlink(missing_ok=True)
+            removed.append(path.name)
+        except BlockingIOError:
+            continue  # a live loop holds it
+        finally:
+            os.close(fd)
+    return removed
+
+
+class WorkerProcess:
+    """`tf-fsm <argv>` in a forked worker; the parts of Popen the loop uses. `held` is the
+    locked descriptor of `out` (from `outcome_file`), closed once the outcome is read."""
+
+    def __init__(self, argv: list[str], cwd: Path, out: Path, log: Path, held: int) -> None:
+        self.out, self._held = out, held
         self._process = _server().Process(
             target=_serve, args=(argv, str(cwd), str(out), str(log)), name=f"tf-fsm {argv}"
         )
-        self._process.start()
+        try:
+            self._process.start()
+        except BaseException:
+            out.unlink(missing_ok=True)
+            os.close(held)
+            raise
         self.pid: int = self._process.pid
 
     @property
@@ -176,5 +227,6 @@ class WorkerProcess:
         except FileNotFoundError:
             text = ""
         self.out.unlink(missing_ok=True)
+        os.close(self._held)
         code: int = self._process.exitcode
         return text, code
