@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -131,6 +134,68 @@ def test_cwd_is_honoured(tmp_path: Path) -> None:
 def test_missing_program_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         run_process(["definitely-not-a-real-program-xyz"], cwd=tmp_path)
+
+
+def test_a_relative_program_runs_from_cwd_and_a_non_executable_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "bin").mkdir()
+    agent = tmp_path / "bin" / "agent.sh"
+    agent.write_text('#!/usr/bin/env bash\necho "ran with $1"\n')
+    agent.chmod(0o755)
+    assert run_process(["bin/agent.sh", "x"], cwd=tmp_path).stdout == "ran with x\n"
+    agent.chmod(0o644)
+    with pytest.raises(PermissionError):
+        run_process(["bin/agent.sh"], cwd=tmp_path)
+    with pytest.raises(FileNotFoundError):
+        run_process(["bin/missing.sh"], cwd=tmp_path)
+
+
+def test_the_program_is_found_on_the_childs_path(tmp_path: Path) -> None:
+    (tmp_path / "tools").mkdir()
+    tool = tmp_path / "tools" / "only-here"
+    tool.write_text("#!/bin/sh\necho found\n")
+    tool.chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'tools'}:{os.environ['PATH']}"}
+    assert run_process(["only-here"], cwd=tmp_path, env=env).stdout == "found\n"
+    with pytest.raises(FileNotFoundError):
+        run_process(["only-here"], cwd=tmp_path)  # not on our own PATH
+
+
+def test_the_child_has_the_parent_death_signal(tmp_path: Path) -> None:
+    code = (
+        "import ctypes; v = ctypes.c_int(); "
+        "ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"  # PR_GET_PDEATHSIG
+    )
+    assert run_process([PY, "-c", code], cwd=tmp_path).stdout == f"{int(signal.SIGKILL)}\n"
+
+
+@pytest.mark.parametrize("how", ["setpriv", "preexec_fn"])
+def test_an_agent_dies_with_a_killed_tf_fsm(tmp_path: Path, how: str) -> None:
+    """SIGKILL the process that started an agent: the agent goes too. With util-linux's
+    setpriv on PATH it sets the signal; without it (PATH emptied) a preexec_fn does."""
+    pid_file = tmp_path / "agent.pid"
+    agent = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    )
+    parent = (
+        "import sys; from pathlib import Path; from tf_fsm import _process; "
+        "print(_process._setpriv() is not None, flush=True); "
+        f"_process.run_process([sys.executable, '-c', {agent!r}], cwd=Path({str(tmp_path)!r}))"
+    )
+    env = {**os.environ, "PATH": os.environ["PATH"] if how == "setpriv" else ""}
+    proc = subprocess.Popen([PY, "-c", parent], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    used_setpriv = proc.stdout.readline().strip() == "True"
+    assert used_setpriv == (how == "setpriv" and shutil.which("setpriv") is not None)
+    deadline = time.monotonic() + 20
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert time.monotonic() < deadline, "the agent never started"
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    proc.kill()
+    proc.wait()
+    assert _wait_gone(child), f"agent {child} outlived the killed parent"
 
 
 def test_child_leads_its_own_process_group(tmp_path: Path) -> None:

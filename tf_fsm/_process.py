@@ -1,13 +1,16 @@
 """The one function through which tf_fsm starts a subprocess.
 
 Each child leads its own process group, so a timeout (or Ctrl-C) ends everything it started,
-not just the direct child.
+not just the direct child. On Linux each child also dies with tf_fsm (the parent-death
+signal), so an orphaned agent never writes into a ticket another run has resumed.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,11 +37,62 @@ def _prctl() -> Callable[..., int] | None:
 
 
 def _die_with_parent() -> None:
-    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too,
-    so an orphaned agent never writes into a ticket another run has resumed."""
+    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too."""
     prctl = _prctl()
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux's `setpriv`, if it sets the parent-death signal (2.33 and later). It sets
+    the signal and execs the command, so Python starts the child with vfork; a `preexec_fn`
+    makes it fork the whole interpreter (3-4 ms more per agent) and is unsafe in a process
+    with threads, such as `tf-fsm watch`. Probed once per process."""
+    found = shutil.which("setpriv")
+    if found is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [found, "--pdeathsig", "KILL", "--", found, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if probe.returncode == 0 else None
+
+
+def _program(name: str, cwd: Path, env: Mapping[str, str] | None) -> str:
+    """The file `name` runs, found as Popen would find it (the child's PATH, or relative to
+    `cwd`), or the FileNotFoundError Popen would raise: `setpriv` is what execs it."""
+    if os.sep in name:
+        path = cwd / name
+        if path.is_file() and not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+        if path.is_file():
+            return str(path)
+    else:
+        search = (env if env is not None else os.environ).get("PATH", os.defpath)
+        found = shutil.which(name, path=search)
+        if found is not None:
+            return str(cwd / found)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _with_parent_death(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None
+) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv to start, and the preexec_fn if one is needed, so the child dies with us."""
+    if sys.platform != "linux" or not argv:
+        return list(argv), None
+    setpriv = _setpriv()
+    if setpriv is not None:
+        return [setpriv, "--pdeathsig", "KILL", "--", _program(argv[0], cwd, env), *argv[1:]], None
+    if _prctl() is not None:
+        return list(argv), _die_with_parent
+    return list(argv), None  # no prctl: the process group timeout still applies
 
 
 @dataclass(frozen=True)
@@ -77,17 +131,17 @@ def run_process(
     timeout: float | None = None,
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout."""
-    linux = sys.platform == "linux" and _prctl() is not None
     started = time.monotonic()
+    command, preexec = _with_parent_death(argv, cwd, env)
     proc = subprocess.Popen(
-        list(argv),
+        command,
         cwd=cwd,
         env=dict(env) if env is not None else None,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_die_with_parent if linux else None,
+        preexec_fn=preexec,
     )
     data = stdin.encode() if stdin is not None else None
     timed_out = False
