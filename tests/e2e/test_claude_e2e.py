@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,13 @@ from tests.stubs.agent_project import require_agent
 from tests.stubs.openai_stub import (
     COMPLETION_TOKENS,
     PROMPT_TOKENS,
+    Hang,
     Status,
     StubModelServer,
     lifecycle_script,
 )
 from tests.stubs.pi_env import TICKET_TEXT
+from tests.test_transient import kill_agents, once
 
 CLAUDE_VERSION = "2.1.197"
 TICKET = "pt-1"
@@ -53,7 +56,9 @@ def setup(project: Path, claude: str, **workflow: Any) -> Path:
     return project / ".tf" / "knowledge" / "tickets" / TICKET
 
 
-def run(project: Path, tmp_path: Path, base_url: str) -> subprocess.CompletedProcess[str]:
+def run(
+    project: Path, tmp_path: Path, base_url: str, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {
@@ -65,6 +70,7 @@ def run(project: Path, tmp_path: Path, base_url: str) -> subprocess.CompletedPro
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_MAX_RETRIES": "0",  # its own retries off: tf_fsm's restarts are tested
         "TF_FSM_ROOT": str(project),
+        **extra_env,
     }
     return subprocess.run(
         [sys.executable, "-m", "tf_fsm", "run", TICKET],
@@ -124,3 +130,55 @@ def test_claude_rate_limit_is_restarted(project: Path, tmp_path: Path) -> None:
     (restart,) = events(ticket_dir, "InvocationRestarted")
     assert (restart["phase"], restart["failureClass"]) == ("implement", "provider")
     assert "429" in restart["failure"]
+
+
+SHORT = {"enableResearcher": False, "enableCloser": False, "enableReviewers": ["reviewer-general"]}
+
+
+def test_claude_server_error_is_restarted(project: Path, tmp_path: Path) -> None:
+    claude = find_claude()
+    fault = once("implement", Status(500, "api_error: Internal server error"))
+    with StubModelServer(lifecycle_script(TICKET, faults=fault)) as stub:
+        ticket_dir = setup(project, claude, **SHORT)
+        result = run(project, tmp_path, stub.base_url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    finished = [(e["phase"], e["ok"], e.get("failureClass"))
+                for e in events(ticket_dir, "InvocationFinished")]  # fmt: skip
+    assert finished[:2] == [("implement", False, "provider"), ("implement", True, None)]
+    (restart,) = events(ticket_dir, "InvocationRestarted")
+    assert restart["failureClass"] == "provider" and "500" in restart["failure"], restart
+    state = json.loads((ticket_dir / "retry-state.json").read_text())
+    assert [a["status"] for a in state["attempts"]] == ["closed"]
+
+
+def test_claude_hanging_past_the_timeout_is_restarted(project: Path, tmp_path: Path) -> None:
+    """The stub never answers the review's first request; tf_fsm kills Claude Code's process
+    group at `timeoutSeconds` (an invocation takes about 1.5 s here)."""
+    claude = find_claude()
+    with StubModelServer(lifecycle_script(TICKET, faults=once("review", Hang(60)))) as stub:
+        ticket_dir = setup(project, claude, **SHORT)
+        path = project / ".tf" / "config" / "settings.json"
+        settings = json.loads(path.read_text())
+        settings["executor"]["timeoutSeconds"] = 8
+        path.write_text(json.dumps(settings))
+        result = run(project, tmp_path, stub.base_url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (restart,) = events(ticket_dir, "InvocationRestarted")
+    assert (restart["phase"], restart["failureClass"]) == ("review", "timeout")
+    state = json.loads((ticket_dir / "retry-state.json").read_text())
+    assert [a["status"] for a in state["attempts"]] == ["closed"]
+
+
+def test_claude_killed_is_restarted(project: Path, tmp_path: Path) -> None:
+    """SIGKILL to Claude Code while its model request is open."""
+    claude = find_claude()
+    mark = uuid.uuid4().hex
+    fault = once("implement", Hang(30, on_start=kill_agents(mark, "implement")))
+    with StubModelServer(lifecycle_script(TICKET, faults=fault)) as stub:
+        ticket_dir = setup(project, claude, **SHORT)
+        result = run(project, tmp_path, stub.base_url, TF_KILL_MARK=mark)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (restart,) = events(ticket_dir, "InvocationRestarted")
+    assert (restart["failureClass"], restart["failure"]) == ("killed", "killed by signal 9")
+    state = json.loads((ticket_dir / "retry-state.json").read_text())
+    assert [a["status"] for a in state["attempts"]] == ["closed"]
