@@ -242,3 +242,48 @@ def test_resume_from_each_phase_finishes(project: Path, phase: str) -> None:
     outcome = run(project)
     assert outcome.status == "closed"
     assert [a.status for a in state(project).attempts] == ["blocked", "closed"]
+
+
+class PricedAgent:
+    """The scripted agent with a price list: what a budget forecast needs (the simulation's
+    agent has one; agent CLIs do not)."""
+
+    def __init__(self, project: Path, price: float) -> None:
+        from tf_fsm.executors import make_executor
+
+        self.inner, self.price = make_executor(load_settings(project), project), price
+
+    def check(self) -> None:
+        self.inner.check()
+
+    def invoke(self, inv: Any) -> Any:
+        return self.inner.invoke(inv)
+
+    def estimate_cost(self, phase: str, role: str, model: str) -> float:
+        return self.price
+
+
+@pytest.mark.parametrize("budget", [1.0, 0.05])
+def test_the_plan_shows_the_budget_and_refuses_as_run_does(project: Path, budget: float) -> None:
+    from tf_fsm.orchestrator import QuietObserver, TicketRun
+    from tf_fsm.planning import plan
+
+    setup(project, {"findings": []}, {"escalation": {"maxCostUsd": budget}})
+    settings = load_settings(project)
+    agent = PricedAgent(project, 0.01)
+    planned = plan(TicketRun(project, "pt-1", RunOptions(), settings, agent, QuietObserver()))
+    invocations = sum(len(p["invocations"]) for p in planned.get("phases", []))
+    # attempt 1 with the default workflow: research, implement, 3 reviews, fix, 3 post-fix
+    # reviews, close
+    assert planned["budget"] == {
+        "maxCostUsd": budget, "spentUsd": 0.0, "nextAttemptUpToUsd": 0.1
+    }  # fmt: skip
+    outcome = run_ticket(project, "pt-1", RunOptions(), settings=settings, executor=agent)
+    if budget == 1.0:
+        assert planned["action"] == "new_attempt" and invocations > 0
+        assert outcome.status == "closed"
+    else:
+        assert planned["action"] == "exhausted"
+        assert planned["why"].startswith("budget: $0.0000 of $0.0500 spent and the next attempt")
+        assert (outcome.status, outcome.reason) == ("exhausted", planned["why"])
+        assert not store(project).dir.joinpath("implementation.md").exists()

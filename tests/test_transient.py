@@ -168,6 +168,12 @@ def test_budget_stops_the_next_attempt_and_reset_starts_a_fresh_one(e2e: Harness
     again = e2e.run()
     assert again.returncode == 4 and "budget:" in again.stderr
     assert len(e2e.agent_calls()) == 10  # refused before any agent ran
+    planned = e2e.run("--plan", "--json")
+    assert planned.returncode == 0, planned.stderr
+    data = json.loads(planned.stdout)
+    assert data["action"] == "exhausted" and data["why"].startswith("budget: $0.1000 of $0.0500")
+    assert data["budget"] == {"maxCostUsd": 0.05, "spentUsd": 0.1, "nextAttemptUpToUsd": None}
+    assert "budget: $0.1000 of $0.0500 spent\n" in e2e.run("--plan").stdout
 
     fresh = e2e.run("--retry-reset")
     assert fresh.returncode == 4, fresh.stderr  # attempt 1 ran again, then the budget

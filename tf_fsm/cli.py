@@ -256,6 +256,11 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     if "sameFailure" in data:
         repeat = data["sameFailure"]
         print(f"same failure ({repeat['action']}): {repeat['reason']}")
+    if "budget" in data:
+        money = data["budget"]
+        need = money["nextAttemptUpToUsd"]
+        more = f"; the next attempt may cost up to ${need:.4f}" if need is not None else ""
+        print(f"budget: ${money['spentUsd']:.4f} of ${money['maxCostUsd']:.4f} spent{more}")
     if "phases" not in data:
         return EXIT_OK
     escalated = ", ".join(data["escalatedRoles"]) or "none"

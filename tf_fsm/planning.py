@@ -8,7 +8,7 @@ from typing import Any
 
 from tf_fsm.context import AttemptContext
 from tf_fsm.escalation import detect_same_failure, phase_plan, resolve, should_retry, stopped
-from tf_fsm.executors.accounting import budget_reason, over_budget
+from tf_fsm.executors.accounting import budget_refusal, forecast, ticket_usage
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
 from tf_fsm.phases import PhaseRunner
@@ -39,10 +39,9 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
         return "exhausted", None, stop_reason(state, run.ticket_id)
     if state is not None and not should_retry(state, run.settings):
         return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
-    if state is not None and run.settings.workflow.escalation.maxCostUsd is not None:
-        spent = over_budget(run.store.read_events().events, run.settings)
-        if spent is not None:
-            return "exhausted", None, budget_reason(*spent)
+    refusal = budget_refusal(run, state)  # what run checks before a new attempt, as it does
+    if refusal is not None:
+        return "exhausted", None, refusal[2]
     trigger = run.next_trigger(state)
     why = "first attempt" if trigger == "initial" else f"retry after a blocked attempt ({trigger})"
     return "new_attempt", run.new_attempt_context(state, trigger), why
@@ -58,6 +57,17 @@ def plan(run: TicketRun) -> dict[str, Any]:
             "signature": repeat.signature,
             "action": repeat.action,
             "reason": repeat.reason,
+        }
+    budget = run.settings.workflow.escalation.maxCostUsd
+    if budget is not None:
+        usage = ticket_usage(run.store.read_events().events)
+        starts = action == "new_attempt" or why.startswith("budget:")  # one would, or may not
+        need = forecast(run, run.store.load_retry_state()) if starts else 0.0
+        out["budget"] = {
+            "maxCostUsd": budget,
+            "spentUsd": round(usage.cost_usd if usage else 0.0, 6),
+            # the most the next attempt may cost, from the executor's prices; null: unknown
+            "nextAttemptUpToUsd": round(need, 6) if need else None,
         }
     if attempt is None:
         return out
