@@ -4,6 +4,7 @@ the failure classes and the backoff (pure parts), and the settings keys."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -244,6 +245,12 @@ def test_doctor_ready(tmp_path: Path, write_settings: Callable[..., Path]) -> No
     assert f"agent: {pi} -> {pi} (0.73.1)" in result.stdout
     assert f"implement worker                   {pi} -p --mode json" in result.stdout
     assert "ok: every setting maps" in result.stdout
+    setpriv = shutil.which("setpriv")
+    assert (
+        f"note: agents die with tf_fsm (parent-death signal set by {setpriv})"
+        if setpriv
+        else "note: agents die with tf_fsm (parent-death signal set by a hook before exec"
+    ) in result.stdout
 
 
 def test_doctor_names_what_it_cannot_map(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tf_fsm._process import run_process, tail
+from tf_fsm._process import parent_death, run_process, tail
 from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.escalation import resolve
 from tf_fsm.executors.base import Invocation
@@ -116,6 +116,7 @@ def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
         diag.error = "neither executor.preset nor executor.command is set (docs/agents.md)"
         return diag
     diag.path = executor.program_path()
+    diag.notes.append(parent_death())
     if diag.path is None:
         hint = f"; install it: npm install -g {chosen.package}" if chosen else ""
         diag.error = f"{diag.program}: not found ({executor.setting}){hint}"
