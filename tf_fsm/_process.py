@@ -69,9 +69,9 @@ def _program(name: str, cwd: Path, env: Mapping[str, str] | None) -> str:
     `cwd`), or the FileNotFoundError Popen would raise: `setpriv` is what execs it."""
     if os.sep in name:
         path = cwd / name
-        if path.is_file() and not os.access(path, os.X_OK):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
         if path.is_file():
+            if not os.access(path, os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
             return str(path)
     else:
         search = (env if env is not None else os.environ).get("PATH", os.defpath)
