@@ -200,6 +200,19 @@ def test_svg_without_graphviz_says_how_to_install_it(tmp_path: Path) -> None:
     assert not Path("diagrams/ticket-lifecycle.svg").exists()
 
 
+def test_a_failing_dot_is_reported_with_its_stderr(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "dot"
+    fake.write_text("#!/bin/sh\ncat >/dev/null\necho 'Error: syntax error in line 3' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    result = run_cli("diagram", "--format", "svg", env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert result.returncode == 2, result.stderr
+    assert "`dot` failed: Error: syntax error in line 3" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not Path("diagrams/ticket-lifecycle.svg").exists()
+
+
 @NEEDS_DOT
 def test_svg_is_rendered_with_every_state_trigger_and_guard(project: Path) -> None:
     result = run_cli("diagram", "--format", "svg")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +24,7 @@ from transitions.extensions.diagrams_mermaid import NestedGraph
 from transitions.extensions.nesting import NestedState
 
 from tf_fsm import machine as fsm
+from tf_fsm._process import run_process
 from tf_fsm.errors import TfFsmError
 from tf_fsm.history import History, Key
 
@@ -357,15 +358,18 @@ def markdown(mermaid: str, title: str, source: str) -> str:
 
 
 def render(dot_text: str, fmt: str) -> bytes:
+    """`dot_text` rendered by Graphviz. `dot` writes a file rather than stdout: PNG is binary,
+    and every process goes through run_process, which captures text."""
     dot = shutil.which("dot")
     if dot is None:
         raise GraphvizError()
-    done = subprocess.run(
-        [dot, f"-T{fmt}"], input=dot_text.encode(), capture_output=True, timeout=60, check=False
-    )
-    if done.returncode != 0:
-        raise GraphvizError(f"`dot` failed: {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout
+    with tempfile.TemporaryDirectory(prefix="tf-fsm-dot-") as tmp:
+        out = Path(tmp) / f"diagram.{fmt}"
+        done = run_process([dot, f"-T{fmt}", f"-o{out}"], cwd=Path(tmp), stdin=dot_text, timeout=60)
+        if done.timed_out or done.exit_code != 0:
+            why = "timed out after 60 s" if done.timed_out else done.stderr.strip()
+            raise GraphvizError(f"`dot` failed: {why}")
+        return out.read_bytes()
 
 
 def diagram(
