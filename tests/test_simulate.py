@@ -82,5 +82,7 @@ def test_cli_simulate_as_a_process(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "unknown policy z" in bad.stderr
     png = run_cli("simulate", "--chart", "x.png")
     assert png.returncode == 2 and "only .svg" in png.stderr
+    nowhere = run_cli("simulate", "--chart", str(tmp_path / "no-dir" / "c.svg"))
+    assert nowhere.returncode == 2 and "no-dir/c.svg: no such directory" in nowhere.stderr
     missing = run_cli("simulate", "--profile", str(tmp_path / "none.json"))
     assert missing.returncode == 2 and "none.json" in missing.stderr

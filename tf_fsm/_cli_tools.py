@@ -88,6 +88,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from tf_fsm._atomic import atomic_write_text
     from tf_fsm.simulate import criteria, load_profile, simulate, svg_chart, table
     from tf_fsm.simulate.engine import POLICIES
 
@@ -100,13 +101,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
     if args.chart and not args.chart.endswith(".svg"):
         raise UsageError(f"--chart {args.chart}: only .svg is written (no plotting library)")
+    if args.chart and not Path(args.chart).absolute().parent.is_dir():
+        raise UsageError(f"--chart {args.chart}: no such directory (checked before simulating)")
     profile = load_profile(Path(args.profile) if args.profile else None)
     tickets = args.tickets or profile.tickets
     results = simulate(profile, policies, tickets, args.seed, not args.no_budget, args.jobs)
     checks = criteria(results)
     if args.chart:
         title = f"{tickets} simulated tickets, seed {args.seed}"
-        Path(args.chart).write_text(svg_chart(results, title), encoding="utf-8")
+        atomic_write_text(Path(args.chart), svg_chart(results, title))
     if args.json:
         out = {
             "tickets": tickets,
