@@ -68,6 +68,7 @@ class Project:
                 "kind": "command",
                 "command": ["/bin/sh", "-c", f"FAKE_AGENT_PLAN={plan} exec {agent}"],
                 "timeoutSeconds": 40,
+                "restartBackoffSeconds": 0,  # restarts are tested elsewhere; no waits here
             },
         }
         (root / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))

@@ -128,6 +128,7 @@ class Harness:
             "FAKE_AGENT_LOG": str(self.log_file),
             "FAKE_AGENT_CHILD_PID": str(self.child_pid_file),
             "FAKE_AGENT_CONTEXT_LOG": str(self.context_log),
+            "TF_FSM_ROOT": str(self.project),  # this harness's project, whatever the fixture's
         }
         return run_cli("run", ticket, *args, cwd=self.project, env=env)
 

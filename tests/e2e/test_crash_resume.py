@@ -30,7 +30,8 @@ SETTLED = (0, 3, 4)
 
 
 def start(e2e: Harness) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_LOG": str(e2e.log_file)}
+    env = {**os.environ, "FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_LOG": str(e2e.log_file),
+           "TF_FSM_ROOT": str(e2e.project)}  # fmt: skip
     return subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "run", "pt-1"],
         cwd=e2e.project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -95,56 +96,70 @@ def baseline(e2e: Harness) -> dict[str, Any]:
     return reference
 
 
-def test_sigkill_at_random_points_then_resume(
-    e2e: Harness, baseline: dict[str, Any], tmp_path: Path
-) -> None:
-    """50 seeded trials; each in a fresh copy of the project."""
-    import shutil
+def trial_harness(root: Path) -> Harness:
+    """A fresh project of its own for one trial, set up as the `e2e` fixture sets one up."""
+    project = root / "project"
+    (project / ".tf" / "config").mkdir(parents=True)
 
-    template = tmp_path / "template"
-    shutil.copytree(e2e.project, template, ignore=shutil.ignore_patterns(".tf"))
-    shutil.copytree(e2e.project / ".tf" / "config", template / ".tf" / "config")
-    failures = []
-    interrupted = Counter[str]()
-    for trial in range(TRIALS):
-        rng = random.Random(trial)  # noqa: S311 - seeded test data, not security
-        shutil.rmtree(e2e.project)
-        shutil.copytree(template, e2e.project)
-        for log in (e2e.log_file,):
-            log.unlink(missing_ok=True)
-        plan: dict[str, Any] = {"findings": [finding("f1", [STRONG])]}
-        inside = trial % 2 == 1
-        if inside:
-            plan["killParent"] = {"call": rng.randint(1, baseline["calls"])}
-        e2e.plan(**plan)
-        proc = start(e2e)
-        if inside:
-            proc.wait(timeout=120)
-        else:
-            time.sleep(rng.uniform(0.0, baseline["seconds"]))
-            with contextlib.suppress(ProcessLookupError):  # finished: an uninterrupted trial
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=60)
-        e2e.plan(findings=[finding("f1", [STRONG])])  # no more crashes while resuming
-        state_file = e2e.dir / "retry-state.json"
-        if not state_file.exists() or e2e.read_state()["status"] != "closed":
-            interrupted["runs"] += 1
-        code = settle(e2e)
-        names = e2e.names()
-        interrupted["resumed"] += "AttemptResumed" in names
-        interrupted["swept"] += "StaleTempFilesRemoved" in names
-        problems = []
-        if code != 0:
-            problems.append(f"exit {code}")
-        if history(e2e) != baseline["history"]:
-            problems.append(f"history {history(e2e)}")
-        if artifacts(e2e) != baseline["artifacts"]:
-            diff = artifacts(e2e) ^ baseline["artifacts"]
-            problems.append(f"artifacts differ: {sorted(diff)}")
-        if completed_twice(e2e):
-            problems.append(f"completed phase re-run: {completed_twice(e2e)}")
-        if problems:
-            failures.append((trial, "inside" if inside else "outside", problems))
+    def write_settings(data: dict[str, Any]) -> Path:
+        path = project / ".tf" / "config" / "settings.json"
+        path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+        return path
+
+    return Harness(project, root, write_settings)
+
+
+def one_trial(trial: int, root: Path, baseline: dict[str, Any]) -> tuple[list[str], Counter[str]]:
+    """Run, SIGKILL at a seeded point, resume until settled: (problems, what happened)."""
+    rng = random.Random(trial)  # noqa: S311 - seeded test data, not security
+    e2e = trial_harness(root)
+    seen = Counter[str]()
+    plan: dict[str, Any] = {"findings": [finding("f1", [STRONG])]}
+    inside = trial % 2 == 1
+    if inside:
+        plan["killParent"] = {"call": rng.randint(1, baseline["calls"])}
+    e2e.plan(**plan)
+    proc = start(e2e)
+    if inside:
+        proc.wait(timeout=120)
+    else:
+        time.sleep(rng.uniform(0.0, baseline["seconds"]))
+        with contextlib.suppress(ProcessLookupError):  # finished: an uninterrupted trial
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    e2e.plan(findings=[finding("f1", [STRONG])])  # no more crashes while resuming
+    state_file = e2e.dir / "retry-state.json"
+    if not state_file.exists() or e2e.read_state()["status"] != "closed":
+        seen["runs"] += 1
+    code = settle(e2e)
+    names = e2e.names()
+    seen["resumed"] += "AttemptResumed" in names
+    seen["swept"] += "StaleTempFilesRemoved" in names
+    problems = []
+    if code != 0:
+        problems.append(f"exit {code}")
+    if history(e2e) != baseline["history"]:
+        problems.append(f"history {history(e2e)}")
+    if artifacts(e2e) != baseline["artifacts"]:
+        diff = artifacts(e2e) ^ baseline["artifacts"]
+        problems.append(f"artifacts differ: {sorted(diff)}")
+    if completed_twice(e2e):
+        problems.append(f"completed phase re-run: {completed_twice(e2e)}")
+    return [f"trial {trial} ({'inside' if inside else 'outside'}): {p}" for p in problems], seen
+
+
+def test_sigkill_at_random_points_then_resume(baseline: dict[str, Any], tmp_path: Path) -> None:
+    """50 seeded trials, each in a fresh project of its own; as many at once as there are
+    cores (up to 4: each trial is real processes, and the kill points are random anyway)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = max(1, min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(jobs) as pool:
+        done = list(
+            pool.map(lambda n: one_trial(n, tmp_path / f"trial-{n}", baseline), range(TRIALS))
+        )
+    failures = [problem for problems, _ in done for problem in problems]
+    interrupted = sum((seen for _, seen in done), Counter[str]())
     assert not failures, json.dumps(failures, indent=1)
     # the kills really landed mid-run: most trials needed a resume, some left half-written files
     assert interrupted["runs"] >= TRIALS * 0.7, interrupted
