@@ -19,7 +19,8 @@ from tf_fsm.phases import WAITING, PhaseRunner
 from tf_fsm.state import RetryState, finish_attempt, update_current
 
 if TYPE_CHECKING:
-    from tf_fsm.orchestrator import OutcomeStatus, TicketRun
+    from tf_fsm.orchestrator import TicketRun
+    from tf_fsm.run_types import OutcomeStatus
 
 
 def run_attempt(

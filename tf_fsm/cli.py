@@ -154,7 +154,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _run_options(args: argparse.Namespace) -> Any:
-    from tf_fsm.orchestrator import RunOptions
+    from tf_fsm.run_types import RunOptions
 
     return RunOptions(
         once=args.once,

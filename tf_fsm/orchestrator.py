@@ -12,10 +12,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any
 
 from tf_fsm import context, same_failure, tickets
 from tf_fsm import journal as ev
@@ -31,6 +30,11 @@ from tf_fsm.machine import AttemptFacts
 from tf_fsm.phases import PhaseRunner
 from tf_fsm.prompts import PromptLibrary
 from tf_fsm.resume import ResumePoint, gate_decided, resume_point
+from tf_fsm.run_types import Observer as Observer
+from tf_fsm.run_types import Outcome as Outcome
+from tf_fsm.run_types import OutcomeStatus as OutcomeStatus
+from tf_fsm.run_types import QuietObserver as QuietObserver
+from tf_fsm.run_types import RunOptions as RunOptions
 from tf_fsm.state import (
     RetryState,
     new_state,
@@ -38,62 +42,6 @@ from tf_fsm.state import (
     start_attempt,
 )
 from tf_fsm.store import TicketStore
-
-OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed", "waiting"]
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    once: bool = False
-    retry_reset: bool = False
-    research: bool | None = None  # --with-research / --no-research; None = settings decide
-    auto: bool = False
-    create_followups: bool = False
-    simplify_tickets: bool = False
-    final_review_loop: bool = False
-    retry_trigger: str = "manual_retry"  # how a retry this caller starts is recorded
-
-    def flags(self) -> dict[str, Any]:
-        return {
-            "research": self.research,
-            "auto": self.auto,
-            "createFollowups": self.create_followups,
-            "simplifyTickets": self.simplify_tickets,
-            "finalReviewLoop": self.final_review_loop,
-            "once": self.once,
-        }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    ticket_id: str
-    status: OutcomeStatus
-    attempt: int
-    attempts_run: int
-    retry_count: int
-    max_retries: int
-    reason: str
-
-
-class Observer(Protocol):
-    def phase_started(
-        self, ticket: str, attempt: int, phase: str, role: str, model: str
-    ) -> None: ...
-    def phase_finished(
-        self, ticket: str, attempt: int, phase: str, role: str, ok: bool
-    ) -> None: ...
-    def note(self, ticket: str, text: str) -> None: ...
-
-
-class QuietObserver:
-    def phase_started(self, ticket: str, attempt: int, phase: str, role: str, model: str) -> None:
-        pass
-
-    def phase_finished(self, ticket: str, attempt: int, phase: str, role: str, ok: bool) -> None:
-        pass
-
-    def note(self, ticket: str, text: str) -> None:
-        pass
 
 
 def utc_now() -> datetime:

@@ -14,10 +14,11 @@ from tf_fsm import journal as ev
 from tf_fsm.config import LoadedSettings
 from tf_fsm.executors.failures import BUDGET, QUALITY
 from tf_fsm.executors.usage import Usage
+from tf_fsm.run_types import Outcome
 from tf_fsm.state import Attempt, RetryState
 
 if TYPE_CHECKING:
-    from tf_fsm.orchestrator import Outcome, TicketRun
+    from tf_fsm.orchestrator import TicketRun
 
 
 def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
@@ -158,8 +159,6 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
         reason=reason,
     )
     if state is None:
-        from tf_fsm.orchestrator import Outcome
-
         return Outcome(run.ticket_id, "exhausted", 0, 0, 0, run.settings.max_retries, reason)
     return run._outcome(state, "exhausted", 0, reason)
 
