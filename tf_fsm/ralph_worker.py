@@ -14,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from tf_fsm._ticket_lock import holder_pid
 from tf_fsm.store import TicketStore
 
 
@@ -43,11 +44,8 @@ def lock_holder(store: TicketStore) -> int:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        try:
-            pid = json.loads(store.lock_owner_path.read_text(encoding="utf-8")).get("pid")
-        except (OSError, ValueError, AttributeError):
-            pid = None
-        return pid if isinstance(pid, int) else -1
+        pid = holder_pid(store.lock_owner_path)
+        return pid if pid is not None else -1
     finally:
         os.close(fd)  # closing drops the probe's own lock
     return 0
