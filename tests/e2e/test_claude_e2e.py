@@ -41,7 +41,7 @@ def find_claude() -> str:
     return require_agent("TF_FSM_CLAUDE", "claude", "@anthropic-ai/claude-code", CLAUDE_VERSION)
 
 
-def setup(project: Path, claude: str, **workflow: Any) -> Path:
+def setup(project: Path, claude: str, timeout: float = 60, **workflow: Any) -> Path:
     (project / ".tickets").mkdir(exist_ok=True)
     (project / ".tickets" / f"{TICKET}.md").write_text(TICKET_TEXT, encoding="utf-8")
     names = ("worker", "research", "fast", "general", "review-general", "review-spec",
@@ -49,7 +49,7 @@ def setup(project: Path, claude: str, **workflow: Any) -> Path:
     settings = {
         "metaModels": {n: {"model": f"anthropic/{MODEL}", "thinking": "high"} for n in names},
         "workflow": workflow,
-        "executor": {"preset": "claude", "program": claude, "timeoutSeconds": 60,
+        "executor": {"preset": "claude", "program": claude, "timeoutSeconds": timeout,
                      "restartBackoffSeconds": 0},
     }  # fmt: skip
     (project / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
@@ -132,6 +132,11 @@ def test_claude_rate_limit_is_restarted(project: Path, tmp_path: Path) -> None:
     assert "429" in restart["failure"]
 
 
+def statuses(ticket_dir: Path) -> list[str]:
+    state = json.loads((ticket_dir / "retry-state.json").read_text())
+    return [a["status"] for a in state["attempts"]]
+
+
 SHORT = {"enableResearcher": False, "enableCloser": False, "enableReviewers": ["reviewer-general"]}
 
 
@@ -147,8 +152,7 @@ def test_claude_server_error_is_restarted(project: Path, tmp_path: Path) -> None
     assert finished[:2] == [("implement", False, "provider"), ("implement", True, None)]
     (restart,) = events(ticket_dir, "InvocationRestarted")
     assert restart["failureClass"] == "provider" and "500" in restart["failure"], restart
-    state = json.loads((ticket_dir / "retry-state.json").read_text())
-    assert [a["status"] for a in state["attempts"]] == ["closed"]
+    assert statuses(ticket_dir) == ["closed"]
 
 
 def test_claude_hanging_past_the_timeout_is_restarted(project: Path, tmp_path: Path) -> None:
@@ -156,17 +160,12 @@ def test_claude_hanging_past_the_timeout_is_restarted(project: Path, tmp_path: P
     group at `timeoutSeconds` (an invocation takes about 1.5 s here)."""
     claude = find_claude()
     with StubModelServer(lifecycle_script(TICKET, faults=once("review", Hang(60)))) as stub:
-        ticket_dir = setup(project, claude, **SHORT)
-        path = project / ".tf" / "config" / "settings.json"
-        settings = json.loads(path.read_text())
-        settings["executor"]["timeoutSeconds"] = 8
-        path.write_text(json.dumps(settings))
+        ticket_dir = setup(project, claude, timeout=8, **SHORT)
         result = run(project, tmp_path, stub.base_url)
     assert result.returncode == 0, result.stdout + result.stderr
     (restart,) = events(ticket_dir, "InvocationRestarted")
     assert (restart["phase"], restart["failureClass"]) == ("review", "timeout")
-    state = json.loads((ticket_dir / "retry-state.json").read_text())
-    assert [a["status"] for a in state["attempts"]] == ["closed"]
+    assert statuses(ticket_dir) == ["closed"]
 
 
 def test_claude_killed_is_restarted(project: Path, tmp_path: Path) -> None:
@@ -180,5 +179,4 @@ def test_claude_killed_is_restarted(project: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     (restart,) = events(ticket_dir, "InvocationRestarted")
     assert (restart["failureClass"], restart["failure"]) == ("killed", "killed by signal 9")
-    state = json.loads((ticket_dir / "retry-state.json").read_text())
-    assert [a["status"] for a in state["attempts"]] == ["closed"]
+    assert statuses(ticket_dir) == ["closed"]
