@@ -103,6 +103,16 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json_text(obj))
 
 
+def append_durably(path: Path, data: bytes) -> None:
+    """Append `data` to `path` (created if absent) and fsync it before returning."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

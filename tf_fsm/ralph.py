@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from tf_fsm import selection, tickets
+from tf_fsm._atomic import append_durably
 from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.escalation import resolve, should_retry
@@ -291,8 +292,9 @@ class Loop:
         logs.mkdir(parents=True, exist_ok=True)
         argv = ["--root", str(self.root), "run", plan.ticket, "--once", "--auto", "--json"]
         log = logs / f"{plan.ticket}.log"
-        with log.open("ab") as f:
-            f.write(f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode())
+        append_durably(
+            log, f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode()
+        )
         held, out = outcome_file(logs, plan.ticket)
         proc = WorkerProcess([*argv, "--ralph"], self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())

@@ -4,10 +4,12 @@ ticket model."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,18 +39,26 @@ def install_worker_sigint() -> None:
 def lock_holder(store: TicketStore) -> int:
     """0 when nobody holds the ticket's lock, else the holder's pid (-1 if unknown). Only a
     probe: the worker takes the lock for real and may still be refused (exit 75)."""
-    try:
-        fd = os.open(store.lock_path, os.O_RDONLY)
-    except FileNotFoundError:
+    if _lock_free(store.lock_path) is not False:
         return 0
+    pid = holder_pid(store.lock_owner_path)
+    return pid if pid is not None else -1
+
+
+def _lock_free(path: Path) -> bool | None:
+    """Whether nobody holds an flock on `path` (None if there is no such file). Takes the lock
+    for an instant and drops it: closing the descriptor releases the probe's own lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        pid = holder_pid(store.lock_owner_path)
-        return pid if pid is not None else -1
+        return False
     finally:
-        os.close(fd)  # closing drops the probe's own lock
-    return 0
+        os.close(fd)
+    return True
 
 
 def read_state_json(path: Path) -> dict[str, Any] | None:
@@ -150,7 +160,14 @@ def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
         os.close(opened)
     from tf_fsm.cli import main
 
-    raise SystemExit(main(argv))
+    try:
+        code = main(argv)
+    finally:
+        # the log is appended to as the run goes; one fsync at the end makes it durable
+        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.fsync(2)
+    raise SystemExit(code)
 
 
 #: an unlocked outcome file younger than this may be one a live loop has just created
@@ -173,19 +190,13 @@ def sweep_outcome_files(logs: Path) -> list[str]:
     removed: list[str] = []
     for path in sorted(logs.glob(".*.out")):
         try:
-            fd = os.open(path, os.O_RDONLY)
+            stale = time.time() - path.stat().st_mtime >= STALE_OUTCOME_SECONDS
+            if not stale or not _lock_free(path):
+                continue  # new, gone, or a live loop holds it
         except OSError:
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if time.time() - os.fstat(fd).st_mtime < STALE_OUTCOME_SECONDS:
-                continue
-            path.unlink(missing_ok=True)
-            removed.append(path.name)
-        except BlockingIOError:
-            continue  # a live loop holds it
-        finally:
-            os.close(fd)
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
     return removed
 
 
