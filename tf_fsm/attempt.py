@@ -13,7 +13,7 @@ from tf_fsm import journal as ev
 from tf_fsm import same_failure
 from tf_fsm.context import AttemptContext
 from tf_fsm.escalation import should_retry
-from tf_fsm.executors.accounting import budget_refusal, with_accounting
+from tf_fsm.executors.accounting import budget_check, with_accounting
 from tf_fsm.machine import BLOCKED, INITIAL, TicketModel, lifecycle, phase_of, state_of_attempt
 from tf_fsm.phases import WAITING, PhaseRunner
 from tf_fsm.state import RetryState, finish_attempt, update_current
@@ -122,7 +122,7 @@ def _finish(
             run.settings.workflow.escalation.enabled
             and not run.options.once
             and should_retry(ended, run.settings)
-            and budget_refusal(run, ended) is None
+            and getattr(budget_check(run, ended), "refusal", None) is None
         )
         run._event(
             ev.TicketBlocked,

@@ -4,27 +4,34 @@ locking or writing anything."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tf_fsm.context import AttemptContext
 from tf_fsm.escalation import detect_same_failure, phase_plan, resolve, should_retry, stopped
-from tf_fsm.executors.accounting import budget_refusal, forecast, ticket_usage
+from tf_fsm.executors.accounting import BudgetCheck, budget_check, ticket_usage
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
 from tf_fsm.phases import PhaseRunner
 from tf_fsm.prompts import PromptLibrary, template_for
 
 
-def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
-    """(action, the attempt it would run, why). Mirrors TicketRun._drive, read-only."""
+class Step(NamedTuple):
+    action: str
+    attempt: AttemptContext | None  # the attempt it would run
+    why: str
+    budget: BudgetCheck | None = None  # checked when a new attempt would start
+
+
+def next_step(run: TicketRun) -> Step:
+    """What `run` would do next. Mirrors TicketRun._drive, read-only."""
     state = run.store.load_retry_state()
     cur = state.current if state else None
     if state is not None and cur is not None and cur.status == "closed":
         if run.ticket.status == "closed":
-            return "already_closed", None, "the ticket is already closed"
+            return Step("already_closed", None, "the ticket is already closed")
         if not run._closed_in_tk(cur.attemptNumber, cur.startedAt):
             why = "retry-state.json records the close; run would only close the tk ticket"
-            return "already_closed", None, why
+            return Step("already_closed", None, why)
     if state is not None and cur is not None and state.has_open_attempt:
         attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
         point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
@@ -32,23 +39,23 @@ def next_step(run: TicketRun) -> tuple[str, AttemptContext | None, str]:
         attempt.finished = point.finished and point.phase == "close"
         where = f"resumes at {point.phase} ({point.reason})"
         why = f"attempt {cur.attemptNumber} is {cur.status}: {where}"
-        return "resume", attempt, why
+        return Step("resume", attempt, why)
     if stopped(state) and state is not None:
         from tf_fsm.same_failure import stop_reason
 
-        return "exhausted", None, stop_reason(state, run.ticket_id)
+        return Step("exhausted", None, stop_reason(state, run.ticket_id))
     if state is not None and not should_retry(state, run.settings):
-        return "exhausted", None, f"max retries ({run.settings.max_retries}) exceeded"
-    refusal = budget_refusal(run, state)  # what run checks before a new attempt, as it does
-    if refusal is not None:
-        return "exhausted", None, refusal[2]
+        return Step("exhausted", None, f"max retries ({run.settings.max_retries}) exceeded")
+    check = budget_check(run, state)  # what run checks before a new attempt, as it does
+    if check is not None and check.refusal is not None:
+        return Step("exhausted", None, check.refusal, check)
     trigger = run.next_trigger(state)
     why = "first attempt" if trigger == "initial" else f"retry after a blocked attempt ({trigger})"
-    return "new_attempt", run.new_attempt_context(state, trigger), why
+    return Step("new_attempt", run.new_attempt_context(state, trigger), why, check)
 
 
 def plan(run: TicketRun) -> dict[str, Any]:
-    action, attempt, why = next_step(run)
+    action, attempt, why, check = next_step(run)
     out: dict[str, Any] = {"ticket": run.ticket_id, "action": action, "why": why}
     repeat = detect_same_failure(run.store.load_retry_state(), run.settings)
     if repeat is not None:  # what the short-circuit decided after the last attempt
@@ -60,12 +67,13 @@ def plan(run: TicketRun) -> dict[str, Any]:
         }
     budget = run.settings.workflow.escalation.maxCostUsd
     if budget is not None:
-        usage = ticket_usage(run.store.read_events().events)
-        starts = action == "new_attempt" or why.startswith("budget:")  # one would, or may not
-        need = forecast(run, run.store.load_retry_state()) if starts else 0.0
+        if check is None:  # no attempt would start: nothing to forecast
+            usage = ticket_usage(run.store.read_events().events)
+            check = BudgetCheck(usage.cost_usd if usage else 0.0, budget, 0.0, None)
+        need = check.need
         out["budget"] = {
             "maxCostUsd": budget,
-            "spentUsd": round(usage.cost_usd if usage else 0.0, 6),
+            "spentUsd": round(check.spent, 6),
             # the most the next attempt may cost, from the executor's prices; null: unknown
             "nextAttemptUpToUsd": round(need, 6) if need else None,
         }
@@ -163,7 +171,7 @@ def render_example(
         run = TicketRun(
             root, ticket_id, RunOptions(), settings, make_executor(settings, root), QuietObserver()
         )
-        _, context_, _ = next_step(run)
+        context_ = next_step(run).attempt
         if context_ is not None:
             runner = PhaseRunner(run, context_)
             artifacts = {(p, r): a for p, r, a in runner.invocations()}

@@ -8,6 +8,7 @@ last `RetryStateReset`, so `--retry-reset` also starts a fresh budget.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tf_fsm import journal as ev
@@ -119,37 +120,47 @@ def forecast(run: TicketRun, state: RetryState | None) -> float:
     return total
 
 
-def budget_refusal(run: TicketRun, state: RetryState | None) -> tuple[float, float, str] | None:
-    """(spent, budget, reason) when the ticket's budget is spent, or when the executor's prices
-    say the next attempt could overrun it; None when the next attempt may start. Journals
-    nothing: a blocked attempt asks it to say truthfully whether a retry follows."""
+@dataclass(frozen=True)
+class BudgetCheck:
+    """The ticket's budget before a new attempt: spent so far, the most the next attempt may
+    cost (0.0: unknown), and why it may not start (None: it may)."""
+
+    spent: float
+    budget: float
+    need: float
+    refusal: str | None
+
+
+def budget_check(run: TicketRun, state: RetryState | None) -> BudgetCheck | None:
+    """None when no budget is set. Refuses when the ticket's budget is spent, or when the
+    executor's prices say the next attempt could overrun it. Journals nothing: a blocked
+    attempt asks it to say truthfully whether a retry follows."""
     budget = run.settings.workflow.escalation.maxCostUsd
     if budget is None:
         return None
     need = forecast(run, state)
-    if state is None and need == 0.0:
-        return None  # nothing has run since the last reset, and no price is known
     spent = (ticket_usage(run.store.read_events().events) or Usage()).cost_usd
-    if spent < budget and spent + need <= budget:
-        return None
-    if spent >= budget:
-        return spent, budget, budget_reason(spent, budget)
-    return (
-        spent,
-        budget,
-        f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
-        f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
-        "attempt or escalation; raise the budget, or --retry-reset starts a fresh one",
-    )
+    refusal = None
+    if state is None and need == 0.0:
+        pass  # nothing has run since the last reset, and no price is known
+    elif spent >= budget:
+        refusal = budget_reason(spent, budget)
+    elif spent + need > budget:
+        refusal = (
+            f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
+            f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
+            "attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
+        )
+    return BudgetCheck(spent, budget, need, refusal)
 
 
 def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
     """Before an attempt starts (or escalates): the outcome that ends the run when
-    `budget_refusal` refuses it, journaled once per refusal; None when the attempt may start."""
-    refusal = budget_refusal(run, state)
-    if refusal is None:
+    `budget_check` refuses it, journaled once per refusal; None when the attempt may start."""
+    check = budget_check(run, state)
+    if check is None or check.refusal is None:
         return None
-    spent, budget, reason = refusal
+    spent, budget, reason = check.spent, check.budget, check.refusal
     cur = state.current if state else None
     run._event(
         ev.BudgetExhausted,
@@ -165,9 +176,10 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
 
 __all__ = [
     "BUDGET",
+    "BudgetCheck",
     "attempt_events",
+    "budget_check",
     "budget_reason",
-    "budget_refusal",
     "failure_class",
     "forecast",
     "over_budget",
