@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tf_fsm import selection
-from tf_fsm.tickets import format_list, new_ticket, parse, render, rewrite, scan
+from tf_fsm.tickets import ScanCache, format_list, new_ticket, parse, render, rewrite, scan
 
 # --- an independent oracle -------------------------------------------------------------------
 
@@ -294,6 +294,46 @@ def test_scan_reports_files_tk_ignores_and_duplicates(tmp_path: Path) -> None:
     assert any("c.md: id a-1 is also in a-1.md" in p for p in problems), problems
     assert backlog.records["a-1"].status == "closed"
     assert scan(tmp_path / "missing").records == {}
+
+
+def test_scan_cache_reuses_unchanged_files_and_reads_changed_ones(tmp_path: Path) -> None:
+    d = _tickets(tmp_path / "t", t("a-1"), t("a-2"), t("a-3"))
+    (d / "b.md").write_text("---\nstatus: open\n---\n# no id\n")
+    (d / "c.md").write_text(t("a-1", status="closed"))
+    cache = ScanCache(racy_ns=0)  # every file counts as settled at once
+    first = scan(d, cache)
+    second = scan(d, cache)
+    assert second.records == scan(d).records == first.records
+    assert all(second.records[i] is first.records[i] for i in first.records)  # not re-read
+    assert [str(p) for p in second.problems] == [str(p) for p in first.problems]
+    assert len(second.problems) == 2  # the missing id and the duplicate, reported each time
+
+    tmp = d / ".a-2.tmp"
+    tmp.write_text(t("a-2", status="closed"))
+    os.replace(tmp, d / "a-2.md")  # how tk and tf_fsm edit: a new inode
+    (d / "a-3.md").unlink()
+    _tickets(d, t("a-4"))
+    third = scan(d, cache)
+    assert third.records == scan(d).records
+    assert third.records["a-2"].status == "closed"
+    assert "a-3" not in third.records and "a-4" in third.records
+    assert third.records["a-1"] is first.records["a-1"]
+    assert "a-3.md" not in cache.files
+
+
+def test_scan_cache_never_trusts_a_file_changed_within_the_racy_window(tmp_path: Path) -> None:
+    # An in-place edit of the same size in the same timestamp tick leaves inode, size, mtime
+    # and ctime as they were; only not caching a file that new keeps the edit from being missed.
+    d = _tickets(tmp_path / "t", t("a-1", priority="2"))
+    path = d / "a-1.md"
+    cache = ScanCache()
+    assert scan(d, cache).records["a-1"].priority == "2"
+    before = path.stat()
+    path.write_text(path.read_text().replace("priority: 2", "priority: 3"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert scan(d, cache).records["a-1"].priority == "3"
+    assert cache.files == {}
 
 
 # --- tk show ---------------------------------------------------------------------------------

@@ -113,6 +113,7 @@ class Loop:
         self.result = LoopResult("drained", 0)
         self.stopping = 0  # SIGINTs received
         self._said: dict[str, str] = {}
+        self._scan_cache = tickets.ScanCache()
 
     # -- choosing ---------------------------------------------------------------------------
 
@@ -199,7 +200,7 @@ class Loop:
         return plans, skipped
 
     def scan(self) -> tickets.Backlog:
-        backlog = tickets.scan(tickets.tickets_dir(self.root))
+        backlog = tickets.scan(tickets.tickets_dir(self.root), self._scan_cache)
         for problem in backlog.problems:
             key = f"{problem.path}"
             if self._said.get(key) != problem.problem:
