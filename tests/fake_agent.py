@@ -12,6 +12,7 @@ findings, no failures):
                     "stderr": "fake agent crashed", "times": 1}],
       "hang":     [{"phase": "review", "attempt": 1, "role": "...", "seconds": 60}],
       "noOutput": [{"phase": "research", "attempt": 1, "role": "..."}],
+      "garbage":  [{"phase": "review", "attempt": 1, "role": "...", "text": "Error: ..."}],
       "edits":    [{"phase": "fix", "file": "work.txt"}],
       "killParent": {"call": 7},
       "secret":   "sk-ant-api03-..."
@@ -270,7 +271,10 @@ def main() -> int:
                 edited.write(f"{model} attempt {attempt} feedback={feedback}\n")
 
     findings: list[dict[str, Any]] = plan.get("findings", [])
-    if phase in ("review", "verify"):
+    garbage = [r for r in plan.get("garbage", []) if matches(r, phase, role, attempt)]
+    if garbage:  # what it writes instead of its artifact (an error message, a cut answer)
+        text = garbage[0].get("text", "")
+    elif phase in ("review", "verify"):
         with agent_state(artifact_dir) as state:
             cleared = set(state["cleared"])
         mine = [f for f in findings if f.get("reviewer") == role and f["id"] not in cleared]

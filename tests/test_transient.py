@@ -127,6 +127,28 @@ def test_missing_output_is_not_restarted(e2e: Harness) -> None:
     assert e2e.read_state()["attempts"][-1]["failureClass"] == "no_output"
 
 
+@pytest.mark.parametrize("phase", ["review", "verify"])
+def test_a_review_that_cannot_be_counted_fails_its_phase_instead_of_passing(
+    e2e: Harness, phase: str
+) -> None:
+    # Read as zero findings, an error message in place of a review would close the ticket.
+    executor(e2e)
+    garbage = {"phase": phase, "role": "reviewer-general", "text": "Error: context window exceeded"}
+    e2e.plan(findings=[finding("f1", "*")], garbage=[garbage])
+    result = e2e.run()
+    assert result.returncode == 5, result.stderr
+    assert (False, "uncountable") in invocations(e2e, phase)
+    assert "InvocationRestarted" not in e2e.names()
+    last = e2e.read_state()["attempts"][-1]
+    assert (last["status"], last["failureClass"]) == ("error", "uncountable")
+    assert "status: closed" not in e2e.ticket_file.read_text()
+    assert "cannot be counted" in result.stderr + result.stdout
+    e2e.plan(findings=[finding("f1", "*")])  # the reviewer answers properly this time
+    again = e2e.run()
+    assert again.returncode == 0, again.stderr
+    assert e2e.read_state()["attempts"][-1]["status"] == "closed"
+
+
 def test_the_quality_path_is_unchanged(e2e: Harness) -> None:
     """Blocked by the gate: counted, escalated, classed `quality`; nothing restarts."""
     executor(e2e)

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.detection import extract_findings
+from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import Resolution, RoleResolution
-from tf_fsm.machine import AttemptFacts
-from tf_fsm.prompts import fence_untrusted
+from tf_fsm.machine import PHASES, AttemptFacts
+from tf_fsm.prompts import fence_untrusted, refence
 from tf_fsm.state import SEVERITIES, RetryState
 
 #: what each phase's agents should read
@@ -74,16 +75,45 @@ def to_json(
     }
 
 
-def restore(saved: Mapping[str, Any], fresh: AttemptContext) -> AttemptContext:
-    """`fresh` (recomputed from settings) overlaid with what the attempt really started with."""
+def _shape_problem(saved: Mapping[str, Any]) -> str | None:
+    """What makes a saved chain context unusable for a resume, or None."""
+    models, phases = saved.get("models", {}), saved.get("phases", {})
+    if not isinstance(models, dict):
+        return "`models` is not an object"
+    for role, info in models.items():
+        if not isinstance(info, dict) or not isinstance(info.get("model"), str):
+            return f"`models.{role}` has no `model` string"
+    if not isinstance(phases, dict):
+        return "`phases` is not an object"
+    if phases:
+        missing = [p for p in PHASES if p not in phases]
+        if missing:
+            return f"`phases` lacks {', '.join(missing)}"
+        for name, value in phases.items():
+            if not isinstance(value, dict) or not isinstance(value.get("runs"), bool):
+                return f"`phases.{name}` has no `runs` true/false"
+    prior = saved.get("priorFailure")
+    if prior is not None and not (isinstance(prior, dict) and isinstance(prior.get("fenced"), str)):
+        return "`priorFailure` is neither null nor an object with a `fenced` string"
+    return None
+
+
+def restore(
+    saved: Mapping[str, Any], fresh: AttemptContext, path: Path, redact: Callable[[str], str]
+) -> AttemptContext:
+    """`fresh` (recomputed from settings) overlaid with what the attempt really started with.
+    Agents are handed the file, so its prior-failure text is fenced and capped again."""
     if saved.get("attempt") != fresh.number:
         return fresh
+    problem = _shape_problem(saved)
+    if problem is not None:
+        raise CorruptStateError(path, f"{problem}; attempt {fresh.number} cannot resume", _REMEDY)
     roles = dict(fresh.resolution.roles)
     for role, info in saved.get("models", {}).items():
-        if role in roles and isinstance(info, dict) and "model" in info:
+        if role in roles:
             roles[role] = replace(
                 roles[role],
-                model=str(info["model"]),
+                model=info["model"],
                 thinking=info.get("thinking"),
                 base_model=str(info.get("baseModel", roles[role].base_model)),
                 escalated=bool(info.get("escalated")),
@@ -91,18 +121,34 @@ def restore(saved: Mapping[str, Any], fresh: AttemptContext) -> AttemptContext:
                 source=str(info.get("source", roles[role].source)),
             )
     plan = {
-        p: (bool(v["runs"]), str(v["reason"])) for p, v in saved.get("phases", {}).items()
+        p: (v["runs"], str(v.get("reason", ""))) for p, v in saved.get("phases", {}).items()
     } or fresh.plan
     resolution = Resolution(fresh.resolution.attempt, fresh.resolution.tier, roles)
     facts = replace(fresh.facts, runs=frozenset(p for p, (runs, _) in plan.items() if runs))
     prior = saved.get("priorFailure")
-    return replace(
-        fresh,
-        resolution=resolution,
-        plan=plan,
-        facts=facts,
-        prior_failure=prior if isinstance(prior, dict) else None,
-    )
+    if prior is not None:
+        prior = {**prior, "fenced": refence(prior["fenced"], redact)}
+    return replace(fresh, resolution=resolution, plan=plan, facts=facts, prior_failure=prior)
+
+
+_REMEDY = (
+    "fix the file, or delete it to resume with the models and plan the settings give now "
+    "(the prior attempt's failure summary is then lost)"
+)
+
+
+def load_saved(path: Path) -> dict[str, Any]:
+    """chain-context.json as JSON ({} when absent); a file that is not a JSON object is an
+    error, never silently replaced."""
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (ValueError, OSError) as exc:
+        raise CorruptStateError(path, f"unreadable: {exc}", _REMEDY) from exc
+    if not isinstance(data, dict):
+        raise CorruptStateError(path, "not a JSON object", _REMEDY)
+    return data
 
 
 def prior_failure(

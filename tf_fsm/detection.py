@@ -38,6 +38,7 @@ __all__ = [
     "parse_close_summary",
     "parse_post_fix_verification",
     "parse_review",
+    "uncountable_review",
 ]
 
 Status = Literal["blocked", "closed", "unknown"]
@@ -216,6 +217,16 @@ def parse_review(text: str) -> ReviewCounts:
         names = ", ".join(from_sections)
         notes.append(f"{stats_title} gives no count for {names}; the listed findings are used")
     return ReviewCounts(_full({**listed, **stats}), source, tuple(notes))
+
+
+def uncountable_review(text: str, name: str) -> str | None:
+    """Why a reviewer's file cannot be counted (neither statistics nor a severity section: an
+    error message, a truncated answer), or None. During a run such a file fails its phase
+    instead of passing the gate as zero findings."""
+    if parse_review(text).source != "none":
+        return None
+    what = "is empty" if not text.strip() else "has no severity sections and no Summary Statistics"
+    return f"the agent's {name} {what}, so its findings cannot be counted"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ one fsync, see TicketStore.batch) and reports progress.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -175,7 +174,8 @@ class TicketRun:
         from tf_fsm.store import atomic_write_text
 
         path = self.ticket.path
-        atomic_write_text(path, change(path.read_text(encoding="utf-8")))
+        # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
+        atomic_write_text(path, change(path.read_bytes().decode("utf-8")))
 
     # -- attempt boundaries -------------------------------------------------------------------
 
@@ -340,11 +340,8 @@ class TicketRun:
             self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
         )
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
-        try:
-            saved = json.loads(self.store.read_artifact("chain-context.json") or "{}")
-        except json.JSONDecodeError:
-            saved = {}
-        return context.restore(saved, fresh) if isinstance(saved, dict) else fresh
+        saved = context.load_saved(self.store.chain_context_path)
+        return context.restore(saved, fresh, self.store.chain_context_path, self.store.redactor)
 
     # -- one attempt ------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
 from tf_fsm.config import REVIEWER_ROLES
 from tf_fsm.context import AttemptContext, prompt_context, ticket_view
-from tf_fsm.detection import blocking_counts, parse_review
+from tf_fsm.detection import blocking_counts, parse_review, uncountable_review
 from tf_fsm.executors import Invocation, OutputMark
-from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, backoff_delay
+from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
 from tf_fsm.gates import GateOutcome, GateResult, gate_rows, run_gates
 from tf_fsm.machine import PHASES
 from tf_fsm.prompts import template_for
@@ -171,6 +171,9 @@ class PhaseRunner:
             if result.ok and not result.accepted_existing and not mark.written_since(output):
                 failure = f"the agent exited 0 but did not write its output {artifact}"
                 failure_class = NO_OUTPUT
+            elif failure is None and phase in ("review", "verify"):
+                failure = uncountable_review(self.store.read_artifact(artifact) or "", artifact)
+                failure_class = UNCOUNTABLE if failure else None
             if failure is not None and failure_class is None:
                 failure_class = CRASH  # an executor that does not classify: a failed process
             ok = failure is None

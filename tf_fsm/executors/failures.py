@@ -22,6 +22,7 @@ KILLED = "killed"  # ended by a signal from outside (OOM killer, kill -9, a pers
 PROVIDER = "provider"  # the model provider: rate limit, 5xx, network
 AGENT_ERROR = "agent_error"  # the CLI reported an error a retry will meet again (401, bad model)
 NO_OUTPUT = "no_output"  # exited 0 without writing its artifact
+UNCOUNTABLE = "uncountable"  # a reviewer's file with no severity sections or statistics
 QUALITY = "quality"  # the quality gate blocked the attempt
 BUDGET = "budget"  # workflow.escalation.maxCostUsd is spent
 
