@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import tk_ticket
+from tests.conftest import run_cli, tk_ticket
 from tf_fsm.config import knowledge_dir, load_settings
 from tf_fsm.journal import InvocationFinished
 from tf_fsm.orchestrator import Outcome, RunOptions, run_ticket
@@ -94,6 +94,24 @@ def test_escalated_fixer_closes_on_attempt_2(project: Path) -> None:
     )
     assert "ResearchSkippedOnRetry" in events(project, 2)
     assert read(project, "pt-1").status == "closed"
+
+
+def test_max_retries_0_runs_no_attempt(project: Path) -> None:
+    # seed 001: skip tickets with retryCount >= maxRetries; with 0 that is every ticket
+    setup(project, {"findings": []})
+    path = project / ".tf/config/settings.json"
+    data = json.loads(path.read_text())
+    data["workflow"]["escalation"]["maxRetries"] = 0
+    path.write_text(json.dumps(data))
+    outcome = run(project)
+    assert (outcome.status, outcome.attempts_run) == ("exhausted", 0)
+    assert "maxRetries is 0" in outcome.reason
+    assert not store(project).retry_state_path.exists()
+    assert "status: open" in (project / ".tickets/pt-1.md").read_text()
+    result = run_cli("run", "pt-1", "--json", cwd=project)
+    assert result.returncode == 4 and json.loads(result.stdout)["status"] == "exhausted"
+    plan = json.loads(run_cli("run", "pt-1", "--plan", "--json", cwd=project).stdout)
+    assert plan["action"] == "exhausted" and "maxRetries is 0" in plan["why"]
 
 
 def test_fixes_mode_subtracts_fixed_counts(project: Path) -> None:

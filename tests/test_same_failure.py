@@ -266,6 +266,11 @@ def test_stop_mode_stops_on_the_first_repeat(project: Path) -> None:
     _, state = loaded(project)
     assert state.stopReason == "same-failure" and state.retryCount == 2
     assert "the same failure twice in a row" in (project / ".tickets/pt-1.md").read_text()
+    # the loop skips it for that reason, not for retries it has not used up (2 of 5)
+    loop = run_cli("ralph", "--dry-run")
+    said = loop.stdout + loop.stderr
+    assert loop.returncode == 0, said
+    assert "skip pt-1: same-failure: attempts 1 and 2" in said and "max retries" not in said
 
 
 def test_off_runs_every_retry(project: Path) -> None:

@@ -125,6 +125,9 @@ class TicketRun:
         if state is not None and state.has_open_attempt:
             attempt, state = self._resume(state)
         else:
+            if state is None and self.settings.max_retries == 0:
+                reason = "workflow.escalation.maxRetries is 0: no attempt may run"
+                return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, reason)
             if state is not None and not should_retry(state, self.settings):
                 reason = (
                     f"max retries ({self.settings.max_retries}) exceeded: blocked after "

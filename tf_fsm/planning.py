@@ -44,6 +44,8 @@ def next_step(run: TicketRun) -> Step:
         from tf_fsm.same_failure import stop_reason
 
         return Step("exhausted", None, stop_reason(state, run.ticket_id))
+    if state is None and run.settings.max_retries == 0:
+        return Step("exhausted", None, "workflow.escalation.maxRetries is 0: no attempt may run")
     if state is not None and not should_retry(state, run.settings):
         return Step("exhausted", None, f"max retries ({run.settings.max_retries}) exceeded")
     check = budget_check(run, state)  # what run checks before a new attempt, as it does

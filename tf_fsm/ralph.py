@@ -27,7 +27,7 @@ from tf_fsm import selection, tickets
 from tf_fsm._atomic import append_durably
 from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
-from tf_fsm.escalation import resolve, should_retry
+from tf_fsm.escalation import resolve, should_retry, stopped
 from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
@@ -147,6 +147,10 @@ class Loop:
         cur = state.current if state else None
         has_open = state is not None and state.has_open_attempt
         if not has_open and not should_retry(state, self.settings):
+            if state is not None and stopped(state):
+                from tf_fsm.same_failure import stop_reason
+
+                return Skip(stop_reason(state, rec.id))
             return Skip(f"max retries ({self.settings.max_retries}) exceeded")
         if not has_open and self.settings.workflow.escalation.maxCostUsd is not None:
             spent = over_budget(store.read_events().events, self.settings)
