@@ -13,6 +13,7 @@ from tf_fsm.config import knowledge_dir, load_settings
 from tf_fsm.journal import InvocationFinished
 from tf_fsm.orchestrator import Outcome, RunOptions, run_ticket
 from tf_fsm.state import RetryState
+from tf_fsm.status import ticket_status
 from tf_fsm.store import TicketStore
 from tf_fsm.tickets import read
 
@@ -112,6 +113,8 @@ def test_max_retries_0_runs_no_attempt(project: Path) -> None:
     assert result.returncode == 4 and json.loads(result.stdout)["status"] == "exhausted"
     plan = json.loads(run_cli("run", "pt-1", "--plan", "--json", cwd=project).stdout)
     assert plan["action"] == "exhausted" and "maxRetries is 0" in plan["why"]
+    row = ticket_status(project, load_settings(project), "pt-1")
+    assert row["next"].startswith("nothing: workflow.escalation.maxRetries is 0") and row["skip"]
 
 
 def test_fixes_mode_subtracts_fixed_counts(project: Path) -> None:

@@ -196,6 +196,12 @@ def test_budget_stops_the_next_attempt_and_reset_starts_a_fresh_one(e2e: Harness
     assert data["action"] == "exhausted" and data["why"].startswith("budget: $0.1000 of $0.0500")
     assert data["budget"] == {"maxCostUsd": 0.05, "spentUsd": 0.1, "nextAttemptUpToUsd": None}
     assert "budget: $0.1000 of $0.0500 spent\n" in e2e.run("--plan").stdout
+    # status agrees: nothing runs next, and the loop would skip it
+    status = run_cli("status", TICKET_ID, "--json", cwd=e2e.project)
+    row = json.loads(status.stdout)
+    row = row[0] if isinstance(row, list) else row
+    assert row["next"].startswith("nothing: budget: $0.1000 of $0.0500"), row["next"]
+    assert row["skip"] is True
 
     fresh = e2e.run("--retry-reset")
     assert fresh.returncode == 4, fresh.stderr  # attempt 1 ran again, then the budget

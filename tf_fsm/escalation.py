@@ -238,9 +238,10 @@ def should_retry(state: RetryState | None, settings: LoadedSettings) -> bool:
 
 
 def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
-    """The backlog loop's test: the last attempt was blocked and the retries are spent."""
+    """The backlog loop's test: the last attempt was blocked and the retries are spent (or
+    maxRetries is 0, which allows no attempt at all)."""
     if state is None or state.current is None:
-        return False
+        return settings.max_retries == 0
     spent = state.retryCount >= settings.max_retries
     return state.current.status == "blocked" and (spent or stopped(state))
 

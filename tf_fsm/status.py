@@ -53,9 +53,16 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     events = _events(store)
     spend = cost_summary(events, state, settings)
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
+    upcoming, skip = next_step(store, state, settings), should_skip(state, settings)
+    budget = spend["maxCostUsd"]
+    if upcoming.startswith("attempt ") and budget is not None and (spend["costUsd"] or 0) >= budget:
+        # what run and the loop refuse; a forecast from prices needs the executor: run --plan
+        from tf_fsm.executors.accounting import budget_reason
+
+        upcoming, skip = f"nothing: {budget_reason(spend['costUsd'] or 0.0, budget)}", True
     return {
         "ticket": ticket_id,
-        "next": next_step(store, state, settings),
+        "next": upcoming,
         "state": state_of_attempt(cur.status if cur else None, phase),
         "status": state.status if state else None,
         "phase": phase,
@@ -64,7 +71,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         "retryCount": state.retryCount if state else 0,
         "maxRetries": settings.max_retries,
         "retriesLeft": retries_left(state, settings),
-        "skip": should_skip(state, settings),
+        "skip": skip,
         "escalatedRoles": escalated,
         "tier": (cur.tier if cur else None),
         "lastFailure": failure,
@@ -136,6 +143,8 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
     from tf_fsm.resume import gate_decided, resume_point
 
     cur = state.current if state else None
+    if (state is None or cur is None) and settings.max_retries == 0:
+        return "nothing: workflow.escalation.maxRetries is 0: no attempt may run"
     if state is None or cur is None:
         return "attempt 1 (initial)"
     if state.has_open_attempt:
