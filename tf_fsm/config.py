@@ -118,7 +118,7 @@ def load_settings(root: Path, record: bool = False) -> LoadedSettings:
         return settings_from_dict({}, path=None)
     try:
         data = path.read_bytes()
-        raw = json.loads(data.decode("utf-8"))
+        raw = _parse_json(path, data.decode("utf-8"))
     except json.JSONDecodeError as exc:
         problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise SettingsError(path, [SettingsProblem("", problem)]) from None
@@ -130,6 +130,53 @@ def load_settings(root: Path, record: bool = False) -> LoadedSettings:
     if record:
         record_checked_settings(root, data, loaded.workflow.knowledgeDir)
     return loaded
+
+
+class _DuplicateKey(Exception):
+    """Raised by `_unique_object` to stop the parse at the first repeated key."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's `object_pairs_hook`: a dict, unless a key repeats (json.loads would silently keep
+    the last value). One dict() and one len() per object, so a good file parses at full speed."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _DuplicateKey
+    return obj
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object kept as its (key, value) pairs, repeats included (the slow path)."""
+
+
+def _parse_json(path: Path, text: str) -> Any:
+    """`json.loads`, except that a key given twice in one object is an error naming its dotted
+    path. Only a file that repeats a key is parsed a second time, to find every repeat."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_object)
+    except _DuplicateKey:
+        pass
+    tree = json.loads(text, object_pairs_hook=_Pairs)
+    problem = "duplicate key: given {} times in one object (only the last would count); keep one"
+    problems = [SettingsProblem(key, problem.format(n)) for key, n in _duplicates(tree, ())]
+    raise SettingsError(path, problems)
+
+
+def _duplicates(node: Any, loc: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(dotted key, times given) for every repeated key in a `_Pairs` tree, outer keys first;
+    list items are named by index, as validation errors name them."""
+    out: list[tuple[str, int]] = []
+    if isinstance(node, _Pairs):
+        counts: dict[str, int] = {}
+        for key, _ in node:
+            counts[key] = counts.get(key, 0) + 1
+        out += [(".".join((*loc, key)), n) for key, n in counts.items() if n > 1]
+        for key, value in node:  # a repeated key's every value is searched too
+            out += _duplicates(value, (*loc, key))
+    elif isinstance(node, list):
+        for index, item in enumerate(node):
+            out += _duplicates(item, (*loc, str(index)))
+    return out
 
 
 def settings_from_dict(raw: Mapping[str, Any], path: Path | None = None) -> LoadedSettings:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import difflib
 import string
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from tf_fsm.project import DEFAULT_KNOWLEDGE_DIR
 from tf_fsm.severity import SEVERITIES, normalize_severity
@@ -99,7 +99,19 @@ PACKAGE_DEFAULTS: dict[str, Any] = {
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # allow_inf_nan=False: every float setting is finite (JSON has no Infinity or NaN, and
+    # `--json` output must stay JSON).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("contains a NUL character (\\u0000), which no path or argument can hold")
+    return value
+
+
+#: a string tf_fsm hands to the OS as a path or a command argument, where NUL cannot go
+OsStr = Annotated[str, AfterValidator(_no_nul)]
 
 
 class MetaModel(_Section):
@@ -138,13 +150,15 @@ class QualityGate(_Section):
     required: bool = True
     maxRetries: int | None = Field(default=None, ge=0)  # None: workflow.qualityGateMaxRetries
     timeoutSeconds: float = Field(default=180.0, gt=0)
-    cwd: str | None = None  # relative to the project root
+    cwd: OsStr | None = None  # relative to the project root
 
     @field_validator("command", mode="after")
     @classmethod
     def _not_empty(cls, command: str | list[str]) -> str | list[str]:
         if not command or (isinstance(command, list) and not command[0]):
             raise ValueError("must be a non-empty command line or argv list")
+        for part in [command] if isinstance(command, str) else command:
+            _no_nul(part)  # here, not in the annotation: a union would report it twice
         return command
 
 
@@ -155,7 +169,7 @@ class Workflow(_Section):
     enableFixer: bool = True
     enableCloser: bool = True
     enableQualityGate: bool = True
-    knowledgeDir: str = DEFAULT_KNOWLEDGE_DIR
+    knowledgeDir: OsStr = DEFAULT_KNOWLEDGE_DIR
     escalation: Escalation = Escalation()
     postFixVerification: Literal["rereview", "fixes"] = "rereview"
     qualityGates: list[QualityGate] = Field(default_factory=list)
@@ -240,16 +254,16 @@ class Executor(_Section):
     #: a known agent CLI: tf_fsm builds its argv, prompt passing and output mode
     preset: Literal["pi", "claude", "codex"] | None = None
     #: the preset's program (a name on PATH or a path); None = the CLI's usual name
-    program: str | None = None
+    program: OsStr | None = None
     #: appended to the preset's argv (e.g. ["--provider", "x"]); placeholders allowed
-    extraArgs: list[str] = Field(default_factory=list)
-    command: list[str] | None = None
+    extraArgs: list[OsStr] = Field(default_factory=list)
+    command: list[OsStr] | None = None
     timeoutSeconds: float = Field(default=1800.0, gt=0)
     #: restarts of an invocation that failed transiently (crash, timeout, kill, provider)
     maxRestarts: int = Field(default=2, ge=0)
     #: base of the exponential backoff between restarts (with jitter); 0 = restart at once
     restartBackoffSeconds: float = Field(default=2.0, ge=0)
-    scenario: str | None = None
+    scenario: OsStr | None = None
     waitSeconds: float = Field(default=0.0, ge=0)  # handoff: how long `run` waits per artifact
     stableSeconds: float = Field(default=0.5, ge=0)  # handoff: quiet time before it counts
 
