@@ -182,7 +182,7 @@ class PhaseRunner:
             name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
             log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
             run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
-            sha = _sha256(output.read_bytes()) if output.exists() else None
+            sha = run.store.redact_agent_file(output)  # the agent's file holds no secret
             run._event(
                 ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
                 artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),

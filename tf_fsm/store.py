@@ -166,6 +166,24 @@ class TicketStore:
             self._unsynced_dirs.add(path.parent)
         return path
 
+    def redact_agent_file(self, path: Path) -> str | None:
+        """The sha256 of a file an agent wrote (None if there is none), after taking any
+        secret out of it: rewritten atomically, and only when the redactor changes something.
+        Bytes that are not UTF-8 are kept as they are."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        text = data.decode("utf-8", "surrogateescape")
+        clean = self.redactor(text)
+        if clean != text:
+            data = clean.encode("utf-8", "surrogateescape")
+            deferred = self._batching
+            atomic_write_bytes(path, data, sync_dir=not deferred)
+            if deferred:
+                self._unsynced_dirs.add(path.parent)
+        return hashlib.sha256(data).hexdigest()
+
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
         path = self.artifact_path(name)

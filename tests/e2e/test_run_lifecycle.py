@@ -257,7 +257,12 @@ def test_secrets_are_redacted_in_everything_tf_fsm_writes(e2e: Harness) -> None:
     e2e.plan(secret=SECRET, findings=[leak])
     result = e2e.run()
     assert result.returncode == 0, result.stderr
-    assert SECRET in (e2e.dir / "review-general.md").read_text(encoding="utf-8")  # agent leaked
+    # the agent wrote the key into its own review: tf_fsm took it out of that file too
+    assert "hard-coded API key [REDACTED" in (e2e.dir / "review-general.md").read_text()
+    every = [p for p in e2e.dir.rglob("*") if p.is_file()]
+    assert {"review-general.md", "implementation.md", "fixes.md"} <= {p.name for p in every}
+    for path in every:
+        assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
 
     names = [
         "review.md",
