@@ -274,11 +274,29 @@ def test_plan_spelling_of_second_opinion_key_accepted() -> None:
             {"agents": {"fixr": "fixer"}},
             "agents.fixr is not a role tf_fsm runs (did you mean fixer?)",
         ),
+        (
+            {
+                "metaModels": {"strong": {"model": "p/strong"}},
+                "workflow": {"escalation": {"models": {"fixer": "strnog"}}},
+            },
+            "workflow.escalation.models.fixer is 'strnog', not a metaModels name (did you mean "
+            "strong?)",
+        ),
     ],
 )
 def test_load_time_warnings(raw: dict[str, Any], needle: str) -> None:
     loaded = settings_from_dict(raw)
     assert any(needle in w for w in loaded.warnings), loaded.warnings
+
+
+def test_no_warning_for_a_raw_model_id_or_a_metamodel_name() -> None:
+    metas = {"strong": {"model": "p/strong"}}
+    for value in ("strong", "p/strnog", "opus"):  # a name, a provider/id, a preset's own id
+        models = {"fixer": value}
+        loaded = settings_from_dict(
+            {"metaModels": metas, "workflow": {"escalation": {"models": models}}}
+        )
+        assert not [w for w in loaded.warnings if "escalation.models" in w], loaded.warnings
 
 
 def test_no_warning_when_gate_disabled_and_fail_on_empty() -> None:

@@ -328,6 +328,16 @@ def _warnings(settings: Settings, raw: Mapping[str, Any]) -> list[str]:
             f"workflow.escalation.maxRetries is {esc.maxRetries}: "
             "no ticket may run even one attempt (use 1 or more)"
         )
+    for key in ESCALATION_KEYS:
+        value = getattr(esc.models, key)
+        if value is None or value in settings.metaModels or "/" in value:
+            continue
+        near = difflib.get_close_matches(value, list(settings.metaModels), n=1, cutoff=0.75)
+        if near:
+            out.append(
+                f"workflow.escalation.models.{key} is {value!r}, not a metaModels name (did you "
+                f"mean {near[0]}?); it is used as a raw model id"
+            )
     for role in _section(raw, "agents"):
         if role in ROLES or role in PI_ONLY_ROLES:
             continue
