@@ -57,7 +57,8 @@ class _AwkTk:
         for name in names:
             v = dict.fromkeys(("id", "status", "deps", "priority", "assignee", "tags"), "")
             title, in_front = "", False
-            records = (directory / name).read_text().split("\n")
+            # bytes: awk splits records at \n only (read_text would eat every \r)
+            records = (directory / name).read_bytes().decode().split("\n")
             if records[-1] == "":
                 records.pop()
             for record in records:
@@ -395,8 +396,9 @@ def _awk_fields(path: Path) -> dict[str, str]:
     program = (
         'BEGIN { FS=": " } /^---$/ { n++; next } n == 1 { split($0, kv, ":"); print kv[1] "=" $2 }'
     )
-    out = subprocess.run(["awk", program, str(path)], capture_output=True, text=True, check=True)
-    return dict(line.split("=", 1) for line in out.stdout.splitlines())
+    out = subprocess.run(["awk", program, str(path)], capture_output=True, check=True)
+    lines = out.stdout.decode().split("\n")[:-1]  # not splitlines: a \r is part of a value
+    return dict(line.split("=", 1) for line in lines)
 
 
 @pytest.mark.parametrize(
@@ -412,6 +414,8 @@ def _awk_fields(path: Path) -> dict[str, str]:
         "status: tab\there",
         "statuses: open",  # not the key
         "status : open",  # not the key either
+        "status: open\r",  # a CRLF line: awk's value is `open\r`, not `open`
+        "status: closed\r",
     ],
 )
 def test_field_values_are_awks_dollar_2(tmp_path: Path, line: str) -> None:
@@ -419,6 +423,24 @@ def test_field_values_are_awks_dollar_2(tmp_path: Path, line: str) -> None:
     path.write_text(f"---\nid: t-1\n{line}\n---\n# T\n", newline="")
     record = scan(tmp_path).records["t-1"]
     assert record.status == _awk_fields(path).get("status", "")
+
+
+def test_crlf_tickets_are_read_as_tks_awk_reads_them(tmp_path: Path) -> None:
+    """A CRLF file's `---\\r` lines toggle nothing, so awk finds no id and skips the file; in a
+    file with LF `---` lines, a CRLF `status:` line is `open\\r` and `id:` `t-2\\r`."""
+    d = tmp_path / "crlf"
+    d.mkdir()
+    (d / "t-1.md").write_bytes(b"---\r\nid: t-1\r\nstatus: open\r\ndeps: []\r\n---\r\n# T1\r\n")
+    (d / "t-2.md").write_bytes(b"---\nid: t-2\r\nstatus: open\r\ndeps: []\n---\n# T2\r\n")
+    (d / "t-3.md").write_bytes(b"---\nid: t-3\nstatus: open\ndeps: [t-2]\n---\n# T3\r\n")
+    (d / "t-4.md").write_bytes(b"---\nid: t-4\nstatus: open\r\ndeps: []\n---\n# T4\n")
+    tk = _AwkTk(d)
+    assert (ours_ready(d), ours_blocked(d)) == (tk.ready(), tk.blocked())
+    assert ours_ready(d) == ""
+    assert ours_blocked(d) == "t-3      [P2][open] - T3\r <- [t-2]\n"
+    assert [str(p) for p in scan(d).problems] == [
+        f"{d}/t-1.md: no `id:` line in its frontmatter; tk skips it"
+    ]
 
 
 def test_new_ticket_is_what_tk_create_writes_and_awk_reads(tmp_path: Path) -> None:

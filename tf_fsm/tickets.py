@@ -82,7 +82,9 @@ def parse(text: str, path: Path) -> Ticket:
 def read(root: Path, ticket_id: str) -> Ticket:
     path = ticket_path(root, ticket_id)
     try:
-        text = path.read_text(encoding="utf-8")
+        # bytes, not read_text: universal newlines would turn CRLF into LF and a lone CR into a
+        # line break, and an edit written back from that text would rewrite every line ending
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise TicketError(path, f"ticket {ticket_id} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -90,25 +92,38 @@ def read(root: Path, ticket_id: str) -> Ticket:
     return parse(text, path)
 
 
+def _line_ending(text: str) -> str:
+    """The text's dominant line ending: CRLF when more lines end in CRLF than in a bare LF, else
+    LF. A lone CR ends no line (awk's lines end at LF only)."""
+    crlf = text.count("\r\n")
+    return "\r\n" if crlf > text.count("\n") - crlf else "\n"
+
+
 def with_field(text: str, key: str, value: str) -> str:
-    """Set one frontmatter field, as `tk edit` does: replace its line, or add it first."""
-    lines = text.split("\n")
+    """Set one frontmatter field, as `tk edit` does: replace its line, or add it first. Every
+    other byte is kept; the new line ends as most lines of `text` do (CRLF or LF)."""
+    lines = text.split("\n")  # a CRLF line keeps its \r here, a lone \r stays inside its line
     end = next((i for i, ln in enumerate(lines[1:], start=1) if ln.rstrip() == "---"), None)
     if not lines or lines[0].rstrip() != "---" or end is None:
         raise ValueError("text has no frontmatter")
+    new = f"{key}: {value}" + ("\r" if _line_ending(text) == "\r\n" else "")
     for i in range(1, end):
         if lines[i].startswith(f"{key}:"):
-            lines[i] = f"{key}: {value}"
+            lines[i] = new
             return "\n".join(lines)
-    return "\n".join([lines[0], f"{key}: {value}", *lines[1:]])
+    return "\n".join([lines[0], new, *lines[1:]])
 
 
 def with_note(text: str, note: str, now: datetime) -> str:
-    """Append a note exactly as `tk add-note` does."""
+    """Append a note exactly as `tk add-note` does; in a file whose lines mostly end in CRLF,
+    the lines added end in CRLF too. `text` itself is kept byte for byte."""
+    eol = _line_ending(text)
+    if eol != "\n":
+        note = re.sub(r"(?<!\r)\n", eol, note)
     out = text
     if not any(line.startswith("## Notes") for line in text.split("\n")):
-        out += "\n## Notes\n"
-    return out + f"\n**{utc_stamp(now)}**\n\n{note}\n"
+        out += f"{eol}## Notes{eol}"
+    return out + f"{eol}**{utc_stamp(now)}**{eol}{eol}{note}{eol}"
 
 
 # --- writing, so tk's awk keeps reading ---------------------------------------------------
@@ -197,8 +212,12 @@ def new_ticket(
 
 def rewrite(ticket: Ticket) -> str:
     """`ticket` written back: its fields in their order (unknown keys kept), then its body.
-    Byte-identical for a file tk created."""
-    return render(dict(ticket.fields), ticket.body)  # the body keeps its own final newline
+    Byte-identical for a file tk created; the frontmatter's lines end as most of the body's do
+    (CRLF or LF), and the body is kept byte for byte."""
+    head = render(dict(ticket.fields), "")  # values hold no line break: each \n ends a line
+    if _line_ending(ticket.body) != "\n":
+        head = head.replace("\n", "\r\n")
+    return head + ticket.body  # the body keeps its own final newline
 
 
 # --- the whole backlog, read as tk's awk reads it -------------------------------------------
