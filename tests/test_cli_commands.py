@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -271,8 +272,10 @@ def test_gate_json_on_demo(demo: tuple[Path, Any]) -> None:
     assert row["reason"] == "close-summary.md says CLOSED"
 
 
-def test_gate_on_two_tickets_prints_two_lines(demo: tuple[Path, Any]) -> None:
-    where, _ = demo
+def test_gate_on_two_tickets_prints_two_lines(demo: tuple[Path, Any], tmp_path: Path) -> None:
+    where = tmp_path / "demo"
+    shutil.copytree(demo[0], where)
+    write_ticket(where, "never-run")  # a ticket file, no state: `gate` reports it, not found
     result = run_cli("--root", str(where), "gate", "demo-1", "never-run", "--json")
     assert result.returncode == 0, result.stderr
     rows = json_lines(result.stdout)
@@ -365,7 +368,7 @@ def test_run_help_lists_flags_and_exit_codes() -> None:
     for flag in ("--no-research", "--with-research", "--once", "--retry-reset"):
         assert flag in result.stdout
     codes = re.findall(r"^\s+(\d+)\s", result.stdout.split("exit codes:")[1], re.MULTILINE)
-    assert codes == ["0", "1", "2", "3", "4", "5", "6", "75"]
+    assert codes == ["0", "1", "2", "3", "4", "5", "6", "75", "130", "141"]
 
 
 @pytest.mark.parametrize(

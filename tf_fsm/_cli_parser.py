@@ -31,12 +31,17 @@ exit codes:
   5   run: a phase failed; the attempt is in error and resumable with `run` again
   6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
   75  the ticket is being run by another process
+  130 interrupted (Ctrl-C; ralph and watch also on SIGTERM)
+  141 standard output was closed early (e.g. piped into `head`); the rest of the output
+      is dropped quietly
 """
 
 TICKETS_EPILOG = """\
 exit codes:
   0   printed (an empty list is not an error)
-  2   bad input: no project found, show: no ticket matches (or several do)
+  2   bad input: no project found, --root not a directory, show: no ticket matches (or
+      several do)
+  141 standard output was closed early (e.g. piped into `head`)
 """
 RALPH_EPILOG = """\
 exit codes:
@@ -179,9 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         "phase", nargs="?", choices=["research", "implement", "review", "fix", "verify", "close"]
     )
     p.add_argument(
-        "--role", help="the reviewer role, for review and verify (default reviewer-general)"
+        "--role",
+        help="a role the phase uses: a reviewer role for review and verify (default "
+        "reviewer-general), else the phase's one role",
     )
-    p.add_argument("--attempt", type=int, default=1, help="render as this attempt (default 1)")
+    p.add_argument(
+        "--attempt", type=_positive, default=1, help="render as this attempt, 1 or more (default 1)"
+    )
     p.add_argument(
         "--ticket", help="render with this ticket's real context (as `run --plan` would)"
     )

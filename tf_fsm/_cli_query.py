@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.cli import EXIT_BLOCKED, EXIT_OK, UsageError, _console, _root, _ticket_ids
-from tf_fsm.errors import ProjectNotFoundError
+from tf_fsm.errors import ProjectNotFoundError, TicketError
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -30,7 +30,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tf_fsm.status import ticket_status, tracked_tickets
 
     settings = load_settings(root)
-    ids = _ticket_ids(args.tickets) if args.tickets else tracked_tickets(root, settings)
+    if args.tickets:
+        ids = _known_tickets(root, settings, _ticket_ids(args.tickets))
+    else:
+        ids = tracked_tickets(root, settings)
     rows = [ticket_status(root, settings, ticket_id) for ticket_id in ids]
     if not rows:
         return _no_rows(args.json)
@@ -66,6 +69,22 @@ def _print_rows(
     _console().print(table)
 
 
+def _known_tickets(root: Path, settings: Any, ticket_ids: list[str]) -> list[str]:
+    """The named tickets, each with a ticket file or a state directory (a ticket deleted after
+    it ran still has its state); a name with neither is a typo, refused as `run` refuses it."""
+    from tf_fsm.config import knowledge_dir
+    from tf_fsm.tickets import ticket_path
+
+    state_dirs = knowledge_dir(root, settings) / "tickets"
+    for ticket_id in ticket_ids:
+        path = ticket_path(root, ticket_id)
+        if not path.is_file() and not (state_dirs / ticket_id).is_dir():
+            raise TicketError(
+                path, f"ticket {ticket_id} not found, nor its state {state_dirs / ticket_id}"
+            )
+    return ticket_ids
+
+
 def _no_rows(as_json: bool) -> int:
     if not as_json:  # --json prints one line per ticket: none
         print("no tickets have been run yet")
@@ -78,9 +97,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     root = _root(args)
     settings = load_settings(root)
+    ticket_ids = _known_tickets(root, settings, _ticket_ids(args.tickets))
     if args.run:
-        return _run_gates_now(root, settings, _ticket_ids(args.tickets), args.json)
-    for ticket_id in _ticket_ids(args.tickets):
+        return _run_gates_now(root, settings, ticket_ids, args.json)
+    for ticket_id in ticket_ids:
         row = gate_report(root, settings, ticket_id)
         if args.json:
             print(json.dumps(row))
@@ -181,17 +201,36 @@ def cmd_prompts(args: argparse.Namespace) -> int:
         raise UsageError(
             "tf-fsm prompts show needs a PHASE (research, implement, review, fix, verify, close)"
         )
+    _check_role(args.phase, args.role)
     ticket = _ticket_ids([args.ticket])[0] if args.ticket else None
     sys.stdout.write(render_example(root, args.phase, args.role, args.attempt, ticket))
     return EXIT_OK
 
 
-def _optional_root(args: argparse.Namespace) -> Path | None:
-    from tf_fsm.project import find_project_root
+def _check_role(phase: str, role: str | None) -> None:
+    """`prompts show --role`: only a role the phase runs (as `prompts list` shows them)."""
+    if role is None:
+        return
+    from tf_fsm.config import REVIEWER_ROLES
+    from tf_fsm.phases import SINGLE_ROLE
 
-    if args.root:
-        return Path(args.root).resolve()
+    roles = list(REVIEWER_ROLES) if phase in ("review", "verify") else [SINGLE_ROLE[phase][0]]
+    if role in roles:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(role, roles, n=1)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    raise UsageError(
+        f"--role {role}: the {phase} phase does not use this role{hint}; "
+        f"{phase} accepts: {', '.join(roles)}"
+    )
+
+
+def _optional_root(args: argparse.Namespace) -> Path | None:
+    """The project root if there is one (`prompts` also works outside a project); a --root or
+    $TF_FSM_ROOT that is not a directory is still an error."""
     try:
-        return find_project_root()
+        return _root(args)
     except ProjectNotFoundError:
         return None

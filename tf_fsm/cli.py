@@ -48,6 +48,10 @@ EXIT_EXHAUSTED = 4
 EXIT_ERROR = 5
 EXIT_WAITING = 6
 EXIT_LOCKED = 75
+EXIT_INTERRUPTED = 130
+#: standard output was closed early (`tf-fsm tickets ready | head -1`): 128 + SIGPIPE, what a
+#: shell reports for a program that SIGPIPE killed
+EXIT_STDOUT_CLOSED = 141
 
 #: Error class -> exit code. Checked in order; the first match wins.
 EXIT_CODES: tuple[tuple[type[TfFsmError], int], ...] = (
@@ -74,16 +78,39 @@ OUTCOME_CODES = {
 
 
 def _console() -> Any:
+    import errno
+
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handling exits 1; `main` handles a closed stdout for every command
+            raise BrokenPipeError(errno.EPIPE, "standard output was closed")
+
     # Piped output keeps whole model ids rather than rich's 80-column ellipses.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return _Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _root(args: argparse.Namespace) -> Path:
-    from tf_fsm.project import find_project_root  # not tf_fsm.config: no pydantic to find it
+    """The project root: `--root`, else `$TF_FSM_ROOT`, else found by walking up. A root given
+    by option or variable must be an existing directory (only `init` creates one)."""
+    import os
 
-    return Path(args.root).resolve() if args.root else find_project_root()
+    from tf_fsm.project import ROOT_ENV, find_project_root  # no pydantic to find it
+
+    if args.root:
+        return _existing_dir(Path(args.root).resolve(), f"--root {args.root}")
+    if os.environ.get(ROOT_ENV):
+        return _existing_dir(find_project_root(), f"${ROOT_ENV} {os.environ[ROOT_ENV]}")
+    return find_project_root()
+
+
+def _existing_dir(path: Path, source: str) -> Path:
+    if not path.exists():
+        raise UsageError(f"{source}: no such directory (the project root must exist)")
+    if not path.is_dir():
+        raise UsageError(f"{source}: not a directory (the project root must be one)")
+    return path
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
@@ -140,8 +167,17 @@ def cmd_init(args: argparse.Namespace) -> int:
     from tf_fsm.store import atomic_write_text
     from tf_fsm.tickets import tickets_dir
 
-    # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here.
-    root = Path(args.root or os.environ.get(ROOT_ENV) or Path.cwd()).resolve()
+    # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here;
+    # a root that does not exist yet is created (with its parents), as `git init DIR` does.
+    given = args.root or os.environ.get(ROOT_ENV)
+    root = Path(given or Path.cwd()).resolve()
+    source = f"--root {args.root}" if args.root else f"${ROOT_ENV} {given}" if given else str(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{source}: not a directory (the project root must be one)") from None
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot create the directory: {exc.strerror}") from None
     path = root / SETTINGS_RELPATH
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
@@ -300,15 +336,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe cannot be handled
+        return code
+    except BrokenPipeError:  # writing argparse's --help, or the flush above: stdout's reader left
+        return _drop_stdout()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help/--version
         return int(exc.code or 0)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
-    if func is None:
-        parser.print_help()
-        return EXIT_OK
+    if func is None:  # no command: a usage error, like argparse's own
+        parser.print_help(sys.stderr)
+        print("tf-fsm: error: a COMMAND is required", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         return func(args)
     except TfFsmError as exc:
@@ -316,8 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return next((code for cls, code in EXIT_CODES if isinstance(exc, cls)), EXIT_INTERNAL)
     except KeyboardInterrupt:
         print("tf-fsm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            return _drop_stdout()
         if args.verbose:
             raise
         print(
@@ -325,3 +373,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _stdout_closed() -> bool:
+    """Whether standard output's reader has gone (`| head` exited), as opposed to some other
+    pipe breaking (an agent's stdin, say), which stays an internal error."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+    except (AttributeError, OSError, ValueError):  # no poll(), or no real stdout
+        return True  # cannot tell: trust the BrokenPipeError
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _drop_stdout() -> int:
+    """The reader of standard output has gone: stop quietly, as the Python docs recommend
+    (docs.python.org/3/library/signal.html#note-on-sigpipe): point stdout at devnull so that
+    the flush at exit writes nowhere instead of failing again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout to redirect
+        pass
+    return EXIT_STDOUT_CLOSED

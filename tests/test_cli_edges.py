@@ -1,0 +1,310 @@
+"""The CLI at its edges, as a user meets them: roles a phase does not use, a closed stdout
+(`| head`), tickets that do not exist, a --root that is not a directory, no command at all, and
+the README agreeing with the parser. Real processes (`python -m tf_fsm`), real directories."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli, tk_ticket
+from tf_fsm.cli import EXIT_STDOUT_CLOSED, OUTCOME_CODES, build_parser
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+REVIEWERS = "reviewer-general, reviewer-spec-audit, reviewer-second-opinion"
+
+
+def write_ticket(root: Path, ticket_id: str) -> Path:
+    path = root / ".tickets" / f"{ticket_id}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tk_ticket(ticket_id), encoding="utf-8")
+    return path
+
+
+# --- prompts show: --role and --attempt -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("phase", "role", "accepts"),
+    [
+        ("review", "fixer", REVIEWERS),
+        ("review", "reviewer-genral", REVIEWERS),
+        ("verify", "closer", REVIEWERS),
+        ("fix", "worker", "fixer"),
+        ("implement", "reviewer-general", "worker"),
+    ],
+)
+def test_prompts_show_with_a_role_the_phase_does_not_use_exits_2(
+    phase: str, role: str, accepts: str
+) -> None:
+    result = run_cli("prompts", "show", phase, "--role", role)
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert f"--role {role}:" in result.stderr
+    assert f"{phase} accepts: {accepts}" in result.stderr
+    assert result.stdout == ""
+
+
+def test_prompts_show_suggests_the_role_meant() -> None:
+    result = run_cli("prompts", "show", "review", "--role", "reviewer-genral")
+    assert "did you mean reviewer-general?" in result.stderr
+
+
+@pytest.mark.parametrize(("phase", "role"), [("review", "reviewer-spec-audit"), ("fix", "fixer")])
+def test_prompts_show_with_a_role_the_phase_uses(phase: str, role: str) -> None:
+    result = run_cli("prompts", "show", phase, "--role", role)
+    assert result.returncode == 0, result.stderr
+    assert "EXAMPLE-1" in result.stdout
+
+
+@pytest.mark.parametrize("attempt", ["0", "-1"])
+def test_prompts_show_attempt_below_1_exits_2(attempt: str) -> None:
+    result = run_cli("prompts", "show", "fix", f"--attempt={attempt}")
+    assert result.returncode == 2, result.stderr
+    assert "argument --attempt: must be a whole number of at least 1" in result.stderr
+    assert result.stdout == ""
+
+
+# --- a closed standard output ---------------------------------------------------------------
+
+
+def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """tf-fsm writing into a pipe nobody reads any more, as `tf-fsm ... | head -0` does once
+    head has exited (deterministic: the read end is closed before tf-fsm starts)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "tf_fsm", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("tickets", "ready"),
+        ("run", "pt-1", "--plan"),
+        ("run", "pt-1", "--plan", "--json"),
+        ("status", "pt-1"),  # a rich table
+        ("prompts", "list"),  # a rich table
+        ("prompts", "show", "implement"),
+    ],
+)
+def test_closed_stdout_exits_141_quietly(project: Path, args: tuple[str, ...]) -> None:
+    for n in range(1, 4):
+        write_ticket(project, f"pt-{n}")
+    assert run_cli(*args).returncode == 0  # the same command, read to the end
+    result = run_into_closed_pipe(*args)
+    assert result.returncode == EXIT_STDOUT_CLOSED == 141
+    assert result.stderr == ""
+
+
+def test_a_broken_pipe_that_is_not_stdout_stays_an_internal_error(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Only a closed standard output is quiet: a pipe to some other process breaking is a bug."""
+    import tf_fsm._cli_parser as cli_parser
+    from tf_fsm.cli import main
+
+    def broken(args: argparse.Namespace) -> int:
+        raise BrokenPipeError(32, "an agent's stdin")
+
+    monkeypatch.setattr(cli_parser, "cmd_status", broken)
+    assert main(["status"]) == 1
+    assert "internal error: BrokenPipeError" in capfd.readouterr().err
+
+
+# --- status and gate on tickets that do not exist ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "nosuch"),
+        ("status", "nosuch", "--json"),
+        ("gate", "nosuch"),
+        ("gate", "nosuch", "--json"),
+        ("gate", "pt-1", "nosuch"),
+    ],
+)
+def test_status_and_gate_on_a_ticket_that_does_not_exist_exit_2(
+    project: Path, args: tuple[str, ...]
+) -> None:
+    write_ticket(project, "pt-1")
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stdout
+    assert f"{project / '.tickets' / 'nosuch.md'}: ticket nosuch not found" in result.stderr
+    assert "initial" not in result.stdout
+    assert not (project / ".tf" / "knowledge" / "tickets" / "nosuch").exists()
+
+
+def test_gate_run_on_a_ticket_that_does_not_exist_exits_2_before_any_gate(
+    project: Path,
+) -> None:
+    marker = project / "gate-ran"
+    settings = project / ".tf" / "config" / "settings.json"
+    settings.write_text(
+        '{"workflow": {"qualityGates": [{"name": "t", "command": "touch gate-ran"}]}}',
+        encoding="utf-8",
+    )
+    result = run_cli("gate", "nosuch", "--run")
+    assert result.returncode == 2, result.stdout
+    assert "ticket nosuch not found" in result.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["status", "gate"])
+def test_a_ticket_with_state_but_no_file_is_still_shown(project: Path, command: str) -> None:
+    """A ticket deleted after it ran keeps its state directory, and `status` still shows it."""
+    (project / ".tf" / "knowledge" / "tickets" / "gone-1").mkdir(parents=True)
+    result = run_cli(command, "gone-1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert '"ticket": "gone-1"' in result.stdout
+
+
+@pytest.mark.parametrize("command", ["status", "gate"])
+def test_a_ticket_never_run_is_shown(project: Path, command: str) -> None:
+    write_ticket(project, "pt-1")
+    result = run_cli(command, "pt-1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert '"ticket": "pt-1"' in result.stdout
+
+
+# --- --root and $TF_FSM_ROOT ------------------------------------------------------------------
+
+
+ROOT_COMMANDS = [
+    ("tickets", "ready"),
+    ("status",),
+    ("settings",),
+    ("gate", "pt-1"),
+    ("run", "pt-1", "--plan"),
+    ("prompts", "list"),
+    ("doctor",),
+]
+
+
+@pytest.mark.parametrize("args", ROOT_COMMANDS)
+def test_root_that_does_not_exist_exits_2(tmp_path: Path, args: tuple[str, ...]) -> None:
+    missing = tmp_path / "does" / "not" / "exist"
+    result = run_cli("--root", str(missing), *args)
+    assert result.returncode == 2, result.stdout
+    assert f"--root {missing}: no such directory" in result.stderr
+    assert result.stdout == ""
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize("args", ROOT_COMMANDS)
+def test_root_that_is_a_file_exits_2(tmp_path: Path, args: tuple[str, ...]) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("", encoding="utf-8")
+    result = run_cli(*args, "--root", str(a_file))
+    assert result.returncode == 2, result.stdout
+    assert f"--root {a_file}: not a directory" in result.stderr
+
+
+def test_tf_fsm_root_that_does_not_exist_exits_2(tmp_path: Path) -> None:
+    missing = tmp_path / "gone"
+    result = run_cli("tickets", "ready", env={"TF_FSM_ROOT": str(missing)})
+    assert result.returncode == 2, result.stdout
+    assert f"$TF_FSM_ROOT {missing}: no such directory" in result.stderr
+
+
+def test_init_creates_a_missing_root(tmp_path: Path) -> None:
+    fresh = tmp_path / "a" / "b"
+    result = run_cli("--root", str(fresh), "init")
+    assert result.returncode == 0, result.stderr
+    assert (fresh / ".tf" / "config" / "settings.json").is_file()
+    assert (fresh / ".tickets").is_dir()
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_init_with_a_root_that_is_a_file_exits_2(tmp_path: Path, below: bool) -> None:
+    a_file = tmp_path / "file"
+    a_file.write_text("", encoding="utf-8")
+    root = a_file / "sub" if below else a_file
+    result = run_cli("--root", str(root), "init")
+    assert result.returncode == 2, result.stderr
+    assert "internal error" not in result.stderr
+    assert f"--root {root}: " in result.stderr
+    assert a_file.read_text(encoding="utf-8") == ""
+
+
+# --- no command; the help's exit codes ------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", [(), ("--verbose",)])
+def test_no_command_is_a_usage_error(args: tuple[str, ...]) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("usage: tf-fsm")
+    assert "a COMMAND is required" in result.stderr
+
+
+def _readme_exit_codes() -> set[str]:
+    text = README.read_text(encoding="utf-8").split("### Exit codes", 1)[1]
+    return set(re.findall(r"^\| (\d+) \|", text, flags=re.MULTILINE))
+
+
+def test_help_lists_the_readme_exit_codes() -> None:
+    result = run_cli("--help", env={"COLUMNS": "200"})
+    epilog = result.stdout.split("exit codes:", 1)[1]
+    assert set(re.findall(r"^  (\d+) ", epilog, flags=re.MULTILINE)) == _readme_exit_codes()
+    assert {"130", "141"} <= _readme_exit_codes()
+
+
+# --- the README agrees with the parser ----------------------------------------------------------
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _readme_rows(command: str) -> str:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    rows = [ln for ln in lines if re.match(rf"\| `tf-fsm {command}[ `]", ln)]
+    if command == "run":  # its flags have their own table
+        rows += [ln for ln in lines if ln.startswith("| `--")]
+    return "\n".join(rows)
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_every_command_and_option_is_in_the_readme(command: str) -> None:
+    rows = _readme_rows(command)
+    assert rows, f"`tf-fsm {command}` is missing from the README's commands table"
+    for action in _subcommands()[command]._actions:
+        longs = [o for o in action.option_strings if o.startswith("--")]
+        if not longs or action.help == argparse.SUPPRESS or longs[0] in ("--help", "--root"):
+            continue
+        if longs[0] == "--verbose":
+            continue
+        assert longs[0] in rows, f"tf-fsm {command} {longs[0]} is not in the README"
+
+
+def test_readme_json_statuses_are_every_outcome() -> None:
+    row = next(
+        ln for ln in README.read_text(encoding="utf-8").splitlines() if ln.startswith("| `--json`")
+    )
+    for status in OUTCOME_CODES:
+        assert re.search(rf"\b{status}\b", row), status
+
+
+def test_readme_links_every_doc() -> None:
+    text = README.read_text(encoding="utf-8").split("## Documentation", 1)[1].split("\n## ", 1)[0]
+    for doc in sorted((README.parent / "docs").glob("*.md")):
+        assert f"(docs/{doc.name})" in text, doc.name
