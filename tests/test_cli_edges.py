@@ -5,11 +5,13 @@ the README agreeing with the parser. Real processes (`python -m tf_fsm`), real d
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -308,3 +310,28 @@ def test_readme_links_every_doc() -> None:
     text = README.read_text(encoding="utf-8").split("## Documentation", 1)[1].split("\n## ", 1)[0]
     for doc in sorted((README.parent / "docs").glob("*.md")):
         assert f"(docs/{doc.name})" in text, doc.name
+
+
+# --- status over several tickets, one of them corrupt ----------------------------------------
+
+
+def test_status_shows_every_ticket_when_one_state_file_is_corrupt(
+    project: Path, write_settings: Any
+) -> None:
+    write_settings({"executor": {"kind": "scripted", "scenario": "scenario.json"}})
+    (project / "scenario.json").write_text('{"findings": []}', encoding="utf-8")
+    for ticket_id in ("a-1", "b-2", "c-3"):
+        write_ticket(project, ticket_id)
+        assert run_cli("run", ticket_id).returncode == 0
+    state = project / ".tf/knowledge/tickets/b-2/retry-state.json"
+    state.write_text('{"broken', encoding="utf-8")
+    result = run_cli("status", "--json")
+    assert result.returncode == 2, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["ticket"], r["state"]) for r in rows] == [
+        ("a-1", "closed"), ("b-2", "corrupt"), ("c-3", "closed"),
+    ]  # fmt: skip
+    assert str(state) in result.stderr and str(state) in rows[1]["error"]
+    assert state.read_text(encoding="utf-8") == '{"broken'  # left as it was
+    table = run_cli("status")
+    assert table.returncode == 2 and "a-1" in table.stdout and "c-3" in table.stdout

@@ -13,8 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tf_fsm.cli import EXIT_BLOCKED, EXIT_OK, UsageError, _console, _root, _ticket_ids
-from tf_fsm.errors import ProjectNotFoundError, TicketError
+from tf_fsm.cli import (
+    EXIT_BAD_INPUT,
+    EXIT_BLOCKED,
+    EXIT_OK,
+    UsageError,
+    _console,
+    _root,
+    _ticket_ids,
+)
+from tf_fsm.errors import CorruptStateError, ProjectNotFoundError, TicketError
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -34,7 +42,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         ids = _known_tickets(root, settings, _ticket_ids(args.tickets))
     else:
         ids = tracked_tickets(root, settings)
-    rows = [ticket_status(root, settings, ticket_id) for ticket_id in ids]
+    rows, corrupt = [], 0
+    for ticket_id in ids:
+        try:
+            rows.append(ticket_status(root, settings, ticket_id))
+        except CorruptStateError as exc:  # the other tickets are still shown; exit 2 at the end
+            print(f"tf-fsm: error: {exc.message}", file=sys.stderr)
+            corrupt += 1
+            rows.append(_corrupt_row(ticket_id, exc))
     if not rows:
         return _no_rows(args.json)
     columns = ("ticket", "state", "attempt", "retries", "escalated", "last failure", "next")
@@ -42,12 +57,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         row["ticket"],
         row["state"],
         str(row["attempt"] or "-"),
-        f"{row['retryCount']}/{row['maxRetries']}",
+        "-" if row["retryCount"] is None else f"{row['retryCount']}/{row['maxRetries']}",
         ", ".join(row["escalatedRoles"]) or "-",
         row["lastFailure"] or "-",
         row["next"],
     ])  # fmt: skip
-    return EXIT_OK
+    return EXIT_BAD_INPUT if corrupt else EXIT_OK
+
+
+def _corrupt_row(ticket_id: str, exc: CorruptStateError) -> dict[str, Any]:
+    return {
+        "ticket": ticket_id, "state": "corrupt", "error": exc.message, "attempt": None,
+        "retryCount": None, "maxRetries": None, "escalatedRoles": [], "lastFailure": None,
+        "next": f"nothing until {exc.path.name} is fixed (see the error above)",
+    }  # fmt: skip
 
 
 def _print_rows(
