@@ -154,6 +154,36 @@ def test_statuses_parsed_case_insensitively_and_stored_lower() -> None:
             },
             "trigger",
         ),
+        ({"retryCount": "2"}, "retryCount"),  # a hand edit: not silently a count
+        ({"retryCount": True}, "retryCount"),
+        ({"stopReason": "tired"}, "stopReason"),  # only same-failure stops a ticket
+        (
+            {
+                "attempts": [
+                    {
+                        "attemptNumber": 1,
+                        "startedAt": "2026-02-10T13:50:04Z",
+                        "status": "blocked",
+                        "trigger": "manual",
+                        "tier": 99,
+                    }
+                ]
+            },
+            "tier",
+        ),
+        (
+            {
+                "attempts": [
+                    {
+                        "attemptNumber": "1",
+                        "startedAt": "2026-02-10T13:50:04Z",
+                        "status": "blocked",
+                        "trigger": "manual",
+                    }
+                ]
+            },
+            "attemptNumber",
+        ),
     ],
 )
 def test_invalid_state_rejected(patch: dict[str, Any], where: str) -> None:

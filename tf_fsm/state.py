@@ -13,7 +13,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 # Re-exported: the severities lived here before tf_fsm.severity, and callers still import them.
 from tf_fsm.severity import SEVERITIES as SEVERITIES
@@ -112,7 +112,7 @@ class UsageRecord(_Record):
 
 
 class Attempt(_Record):
-    attemptNumber: int = Field(ge=1)
+    attemptNumber: StrictInt = Field(ge=1)
     startedAt: str
     completedAt: str | None = None
     status: AttemptStatus
@@ -129,7 +129,7 @@ class Attempt(_Record):
     usage: UsageRecord | None = None
     #: the escalation tier the attempt ran at (1 base, 2 fixer, 3 all); absent in older files,
     #: where the tier is the curve's for the attempt number
-    tier: int | None = Field(default=None, ge=1)
+    tier: StrictInt | None = Field(default=None, ge=1, le=3)
     #: digest of the blocked attempt's failure signature (tf_fsm/signature.py)
     failureSignature: str | None = None
     #: set when this attempt failed exactly like the one before it: {previousAttempt, action,
@@ -157,10 +157,10 @@ class RetryState(_Record):
     attempts: list[Attempt] = Field(default_factory=list)
     lastAttemptAt: str
     status: TicketStatus = "active"
-    retryCount: int = Field(default=0, ge=0)
+    retryCount: StrictInt = Field(default=0, ge=0)  # "2" or true is an error, not a count
     #: why the ticket stopped before its retries ran out (`same-failure`); absent otherwise.
     #: Only --retry-reset (or a successful close) clears it.
-    stopReason: str | None = None
+    stopReason: Literal["same-failure"] | None = None
 
     _lower_status = field_validator("status", mode="before")(_lower)
 
