@@ -222,6 +222,21 @@ def test_skips_are_said_once_and_the_rest_runs(proj: Project) -> None:
     assert progress.index("- pt-10: COMPLETE") < progress.index("- pt-10: BLOCKED")  # newest first
 
 
+def test_a_failed_worker_is_reported_with_its_error_and_remedy(proj: Project) -> None:
+    # The worker's error names the file and line on one line and the remedy on the next; the
+    # loop's summary must carry the first, not only the last.
+    proj.ticket("pt-1")
+    proj.history("pt-1", "blocked")
+    journal = proj.store("pt-1").journal_path
+    journal.write_text('{"event": "RetryStateReset"}\nnot json\n{"event": "X"}\n')
+    done = proj.ralph()
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    line = next(ln for ln in said.splitlines() if "FAILED after attempt 1" in ln)
+    assert "exit code 2: tf-fsm: error: " in line and "events.jsonl: line 1: " in line, line
+    assert line.endswith("; fix or delete that line by hand; tf-fsm never rewrites the journal")
+
+
 def test_error_tickets_are_skipped_without_resume_errors(proj: Project) -> None:
     proj.ticket("pt-1", plan={"crash": [{"phase": "implement", "exitCode": 3}]})
     first = proj.ralph()

@@ -379,9 +379,25 @@ class Loop:
             )
         except OSError:
             lines = ""
-        last = next((ln for ln in reversed(lines.splitlines()) if ln.strip()), "")
         how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        return f"{how}: {last}" if last else how
+        said = _last_error(lines.splitlines())
+        return f"{how}: {said}" if said else how
+
+
+def _last_error(lines: list[str]) -> str:
+    """The worker's last `tf-fsm: ...` error with its indented remedy lines (it names the file
+    and line), else its last non-empty line; at most 500 characters."""
+    start = next(
+        (i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("tf-fsm: ")), None
+    )
+    if start is None:
+        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")[:500]
+    said = [lines[start].strip()]
+    for line in lines[start + 1 :]:
+        if not line[:1].isspace() or not line.strip():
+            break
+        said.append(line.strip())
+    return "; ".join(said)[:500]
 
 
 def run_ralph(
