@@ -34,6 +34,7 @@ from tf_fsm.ralph_view import Reporter
 from tf_fsm.ralph_worker import (
     WorkerProcess,
     lock_holder,
+    log_tail,
     open_attempt,
     outcome_file,
     read_state_json,
@@ -358,7 +359,7 @@ class Loop:
         elif code in (WORKER_INTERRUPTED, -signal.SIGINT) or self.stopping:
             outcome, reason = "interrupted", "interrupted; the attempt is resumable"
         else:
-            outcome, reason = "failed", self._log_tail(plan.ticket, code)
+            outcome, reason = "failed", log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.failed[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
         result = RunResult.build(
@@ -371,33 +372,6 @@ class Loop:
             self.skip(plan.ticket, reason)
         self.result.results.append(result)
         self.reporter.finished(result, list(self.running))
-
-    def _log_tail(self, ticket: str, code: int) -> str:
-        try:
-            lines = (self.root / RALPH_DIR / "logs" / f"{ticket}.log").read_text(
-                encoding="utf-8", errors="replace"
-            )
-        except OSError:
-            lines = ""
-        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        said = _last_error(lines.splitlines())
-        return f"{how}: {said}" if said else how
-
-
-def _last_error(lines: list[str]) -> str:
-    """The worker's last `tf-fsm: ...` error with its indented remedy lines (it names the file
-    and line), else its last non-empty line; at most 500 characters."""
-    start = next(
-        (i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("tf-fsm: ")), None
-    )
-    if start is None:
-        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")[:500]
-    said = [lines[start].strip()]
-    for line in lines[start + 1 :]:
-        if not line[:1].isspace() or not line.strip():
-            break
-        said.append(line.strip())
-    return "; ".join(said)[:500]
 
 
 def run_ralph(

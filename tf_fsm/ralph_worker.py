@@ -239,3 +239,30 @@ class WorkerProcess:
         os.close(self._held)
         code: int = self._process.exitcode
         return text, code
+
+
+def last_error(lines: list[str]) -> str:
+    """The worker's last `tf-fsm: ...` error with its indented remedy lines (it names the file
+    and line), else its last non-empty line; at most 500 characters."""
+    start = next(
+        (i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("tf-fsm: ")), None
+    )
+    if start is None:
+        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")[:500]
+    said = [lines[start].strip()]
+    for line in lines[start + 1 :]:
+        if not line[:1].isspace() or not line.strip():
+            break
+        said.append(line.strip())
+    return "; ".join(said)[:500]
+
+
+def log_tail(logs: Path, ticket: str, code: int) -> str:
+    """Why a worker failed outright: its exit code or signal, and what its log last said."""
+    try:
+        lines = (logs / f"{ticket}.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        lines = ""
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    said = last_error(lines.splitlines())
+    return f"{how}: {said}" if said else how
