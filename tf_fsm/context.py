@@ -7,6 +7,7 @@ resume, so a resumed attempt keeps its models, plan and prior-failure summary.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from tf_fsm.detection import extract_findings
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import Resolution, RoleResolution
 from tf_fsm.machine import PHASES, AttemptFacts
-from tf_fsm.prompts import fence_untrusted, refence
+from tf_fsm.prompts import fence_untrusted, inline, refence
 from tf_fsm.state import SEVERITIES, RetryState
 
 #: what each phase's agents should read
@@ -93,9 +94,21 @@ def _shape_problem(saved: Mapping[str, Any]) -> str | None:
             if not isinstance(value, dict) or not isinstance(value.get("runs"), bool):
                 return f"`phases.{name}` has no `runs` true/false"
     prior = saved.get("priorFailure")
-    if prior is not None and not (isinstance(prior, dict) and isinstance(prior.get("fenced"), str)):
+    if prior is None:
+        return None
+    if not (isinstance(prior, dict) and isinstance(prior.get("fenced"), str)):
         return "`priorFailure` is neither null nor an object with a `fenced` string"
+    if type(prior.get("attempt")) is not int or prior["attempt"] < 1:
+        return "`priorFailure.attempt` is not an attempt number"
+    if not isinstance(prior.get("kind"), str) or not _KIND_RE.fullmatch(prior["kind"]):
+        return "`priorFailure.kind` is neither quality_gate nor gate:<name>"
+    if not isinstance(prior.get("reason"), str):
+        return "`priorFailure.reason` is not a string"
     return None
+
+
+#: what `prior_failure` writes as `kind`: the gate that blocked, or the review's quality gate
+_KIND_RE = re.compile(r"quality_gate|gate:[A-Za-z0-9_.:-]{1,64}")
 
 
 def restore(
@@ -126,8 +139,12 @@ def restore(
     resolution = Resolution(fresh.resolution.attempt, fresh.resolution.tier, roles)
     facts = replace(fresh.facts, runs=frozenset(p for p, (runs, _) in plan.items() if runs))
     prior = saved.get("priorFailure")
-    if prior is not None:
-        prior = {**prior, "fenced": refence(prior["fenced"], redact)}
+    if prior is not None:  # the text outside the fence is cut to one short line again
+        prior = {
+            **prior,
+            "reason": inline(prior["reason"], redact),
+            "fenced": refence(prior["fenced"], redact),
+        }
     return replace(fresh, resolution=resolution, plan=plan, facts=facts, prior_failure=prior)
 
 
@@ -192,7 +209,7 @@ def prior_failure(
     return {
         "attempt": last.attemptNumber,
         "kind": f"gate:{blocking['name']}" if blocking else "quality_gate",
-        "reason": reason,
+        "reason": inline(reason, redact),
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
         "fenced": fence_untrusted("\n".join(lines), redact),
     }

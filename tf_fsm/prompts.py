@@ -224,6 +224,17 @@ def refence(fenced: str, redact: Callable[[str], str], label: str = "prior_attem
     return fence_untrusted(fenced, redact, label)
 
 
+INLINE_CAP = 300  # characters of a prior attempt's one-line reason, outside the fence
+
+
+def inline(text: str, redact: Callable[[str], str]) -> str:
+    """A prior attempt's short text (its reason) for a line outside the fence: redacted, one
+    line (no heading or list can start), backtick runs neutralized, at most INLINE_CAP."""
+    flat = " ".join(redact(text[: INLINE_CAP * 4]).split())
+    flat = _BACKTICK_RUN.sub(lambda m: "'" * len(m.group()), flat)
+    return flat if len(flat) <= INLINE_CAP else flat[: INLINE_CAP - 1] + "…"
+
+
 def fence_untrusted(
     text: str, redact: Callable[[str], str], label: str = "prior_attempt_summary"
 ) -> str:
