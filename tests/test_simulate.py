@@ -61,6 +61,21 @@ def test_profile_errors_name_the_file_and_key(tmp_path: Path) -> None:
     bad.write_text(json.dumps(data))
     with pytest.raises(SettingsError, match=r"p\.json.*roles\.fixer.*no/such-model"):
         load_profile(bad)
+    for key, value, path in (
+        ("findings", {"Major": -1}, r"findings\.Major"),
+        (
+            "models",
+            {**data["models"], "m": {"costUsd": 1, "reach": 0.5, "seconds": 1e999}},
+            "seconds",
+        ),
+    ):
+        data = json.loads(
+            (Path(__file__).parents[1] / "tf_fsm/simulate/default-profile.json").read_text()
+        )
+        data[key] = value
+        bad.write_text(json.dumps(data).replace("1e+999", "1e999"))
+        with pytest.raises(SettingsError, match=rf"p\.json.*{path}"):
+            load_profile(bad)
     toml = tmp_path / "p.toml"
     toml.write_text('tickets = "many"\n')
     with pytest.raises(SettingsError, match=r"p\.toml"):
@@ -78,6 +93,9 @@ def test_cli_simulate_as_a_process(tmp_path: Path) -> None:
     text = run_cli(*args)
     assert text.returncode == 0 and "| (c) curve + same-failure |" in text.stdout
     assert "closes no fewer closable than (a)" in text.stdout
+    twice = run_cli("simulate", "--tickets", "3", "--policy", "a,a", "--no-budget", "--json")
+    assert twice.returncode == 0, twice.stderr  # the same policy named twice runs once
+    assert [r["policy"] for r in json.loads(twice.stdout)["results"]] == ["a"]
     bad = run_cli("simulate", "--policy", "a,z")
     assert bad.returncode == 2 and "unknown policy z" in bad.stderr
     png = run_cli("simulate", "--chart", "x.png")

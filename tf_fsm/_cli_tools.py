@@ -92,7 +92,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from tf_fsm.simulate import criteria, load_profile, simulate, svg_chart, table
     from tf_fsm.simulate.engine import POLICIES
 
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    policies = list(dict.fromkeys(p.strip() for p in args.policy.split(",") if p.strip()))
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         valid = ", ".join(f"{k} ({v})" for k, v in POLICIES.items())

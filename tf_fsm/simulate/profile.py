@@ -7,7 +7,7 @@ import json
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -19,7 +19,8 @@ Probability = Field(ge=0.0, le=1.0)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity or NaN would turn every sum into inf/nan (agent hours "inf")
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ModelProfile(_Strict):
@@ -30,7 +31,7 @@ class ModelProfile(_Strict):
     #: the hardest finding (hidden hardness 0..1) this model can fix at all
     reach: float = Probability
     #: per attempt, the chance its fix clears a reported finding within reach, per severity
-    clears: dict[str, float] = Field(default_factory=dict)
+    clears: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(default_factory=dict)
     #: the chance that its (re-)implementation clears an open finding within reach
     rewrite: float = Field(default=0.0, ge=0.0, le=1.0)
     #: as a reviewer: the chance it reports an open finding (the fixer fixes what it is told)
@@ -64,7 +65,7 @@ class Profile(_Strict):
     budgetUsd: float = Field(default=4.0, gt=0)
     difficulty: Difficulty = Difficulty()
     #: mean findings per ticket per severity at difficulty 0.5 (scaled by 0.5 + difficulty)
-    findings: dict[str, float] = Field(default_factory=dict)
+    findings: dict[str, Annotated[float, Field(ge=0.0)]] = Field(default_factory=dict)
     roles: dict[str, str]
     escalation: dict[str, str | None] = Field(default_factory=dict)
     models: dict[str, ModelProfile]
