@@ -189,10 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
         "reviewer-general), else the phase's one role",
     )
     p.add_argument(
-        "--attempt", type=_positive, default=1, help="render as this attempt, 1 or more (default 1)"
+        "--attempt",
+        type=_positive,
+        help="render as this attempt, 1 or more (default 1; with --ticket, its next attempt, "
+        "and only a later one when none would run)",
     )
     p.add_argument(
-        "--ticket", help="render with this ticket's real context (as `run --plan` would)"
+        "--ticket",
+        help="render with this ticket's real context (as `run --plan` would); exit 2 when no "
+        "attempt would run and no --attempt is given",
     )
     p.add_argument("--json", action="store_true", help="list: one JSON object per line")
     p.set_defaults(func=cmd_prompts)

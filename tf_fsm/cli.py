@@ -288,6 +288,8 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return EXIT_OK
+    if "retryReset" in data:  # --retry-reset: what it would move aside first
+        print(f"{ticket_id}: --retry-reset: {data['retryReset']['why']}")
     print(f"{ticket_id}: {data['action'].replace('_', ' ')}: {data['why']}")
     if "sameFailure" in data:
         repeat = data["sameFailure"]

@@ -3,16 +3,21 @@ locking or writing anything."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tf_fsm.config import LoadedSettings
 from tf_fsm.context import AttemptContext
 from tf_fsm.escalation import detect_same_failure, phase_plan, resolve, should_retry, stopped
 from tf_fsm.executors.accounting import BudgetCheck, budget_check, ticket_usage
+from tf_fsm.journal import JournalRead, RetryStateReset, timestamp
 from tf_fsm.machine import PHASES, AttemptFacts
 from tf_fsm.orchestrator import RunOptions, TicketRun
 from tf_fsm.phases import PhaseRunner
 from tf_fsm.prompts import PromptLibrary, template_for
+from tf_fsm.state import RetryState
+from tf_fsm.store import TicketStore
 
 
 class Step(NamedTuple):
@@ -56,9 +61,47 @@ def next_step(run: TicketRun) -> Step:
     return Step("new_attempt", run.new_attempt_context(state, trigger), why, check)
 
 
+class _AfterReset(TicketStore):
+    """The ticket's files as `run --retry-reset` leaves them, read-only: no retry state, and a
+    RetryStateReset at the end of the journal (the budget counts from it)."""
+
+    def __init__(self, store: TicketStore, backup: str, ts: str) -> None:
+        super().__init__(store.knowledge_dir, store.ticket_id, store.redactor)
+        self.reset_event = RetryStateReset(ts=ts, ticket=store.ticket_id, backup=backup)
+
+    def load_retry_state(self) -> RetryState | None:
+        return None
+
+    def read_events(self) -> JournalRead:
+        read = super().read_events()
+        return JournalRead([*read.events, self.reset_event], read.torn_tail)
+
+
+def _plan_reset(run: TicketRun) -> dict[str, Any]:
+    """`--retry-reset` in a plan: which backup `run --retry-reset` would move retry-state.json
+    to (its name carries the time of the run), and the run seen as it would be after it."""
+    path = run.store.retry_state_path
+    if not path.is_file():
+        return {"backup": None, "why": "no retry-state.json: nothing to move aside"}
+    now = run.now()
+    stem = f"{path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+    backup, suffix = stem, 0
+    while (run.store.dir / backup).exists():
+        suffix += 1
+        backup = f"{stem}.{suffix}"
+    run.store = _AfterReset(run.store, backup, timestamp(now))
+    why = f"retry-state.json would be moved aside to {backup} (named for the run's time)"
+    return {"backup": backup, "why": why}
+
+
 def plan(run: TicketRun) -> dict[str, Any]:
+    """What `run` would do. With `--retry-reset`, as it would be after the reset (the backup
+    is named, nothing is moved): `run` here is only for planning, its store is replaced."""
+    reset = _plan_reset(run) if run.options.retry_reset else None
     action, attempt, why, check = next_step(run)
     out: dict[str, Any] = {"ticket": run.ticket_id, "action": action, "why": why}
+    if reset is not None:
+        out["retryReset"] = reset
     repeat = detect_same_failure(run.store.load_retry_state(), run.settings)
     if repeat is not None:  # what the short-circuit decided after the last attempt
         out["sameFailure"] = {
@@ -153,42 +196,112 @@ EXAMPLE_TICKET = {
 }
 
 
-def render_example(
-    root: Path | None, phase: str, role: str | None, attempt: int, ticket_id: str | None
-) -> str:
-    """One phase prompt: with a real ticket's context (`--ticket`) or an example one."""
-    from tf_fsm.config import LoadedSettings, load_settings, settings_from_dict
-    from tf_fsm.context import prompt_context
+def artifact_name(phase: str, role: str) -> str:
+    """The file one invocation writes, as PhaseRunner.invocations names it."""
     from tf_fsm.phases import SINGLE_ROLE
-    from tf_fsm.state import SEVERITIES
+    from tf_fsm.reports import REVIEW_FILES
+
+    if phase in ("review", "verify"):
+        return ("post-fix-" if phase == "verify" else "") + REVIEW_FILES[role]
+    return SINGLE_ROLE[phase][1]
+
+
+def render_example(
+    root: Path | None, phase: str, role: str | None, attempt: int | None, ticket_id: str | None
+) -> str:
+    """One phase prompt (`prompts show`). With a ticket: its real next attempt, as `run --plan`
+    computes it, or attempt `attempt` of it when none would run (closed, exhausted). Without
+    one: an example ticket on attempt `attempt` (default 1)."""
+    from tf_fsm.config import load_settings, settings_from_dict
+    from tf_fsm.phases import SINGLE_ROLE
 
     role = role or ("reviewer-general" if phase in ("review", "verify") else SINGLE_ROLE[phase][0])
     settings: LoadedSettings = load_settings(root) if root is not None else settings_from_dict({})
     if ticket_id is not None:
         if root is None:
-            raise ValueError("--ticket needs a project")
-        from tf_fsm.executors import make_executor
-        from tf_fsm.orchestrator import QuietObserver
+            from tf_fsm.errors import ProjectNotFoundError
 
-        run = TicketRun(
-            root, ticket_id, RunOptions(), settings, make_executor(settings, root), QuietObserver()
-        )
-        context_ = next_step(run).attempt
-        if context_ is not None:
-            runner = PhaseRunner(run, context_)
-            artifacts = {(p, r): a for p, r, a in runner.invocations()}
-            output = run.store.dir / artifacts.get((phase, role), f"{phase}.md")
-            return run.prompts.render(
-                template_for(phase, role), runner._context(phase, role, output)
+            raise ProjectNotFoundError(Path.cwd())
+        return _render_for_ticket(root, settings, phase, role, attempt, ticket_id)
+    return _render_example(root, settings, phase, role, attempt or 1)
+
+
+def _render_for_ticket(
+    root: Path, settings: LoadedSettings, phase: str, role: str, attempt: int | None, ticket_id: str
+) -> str:
+    from tf_fsm.cli import UsageError
+    from tf_fsm.executors import make_executor
+    from tf_fsm.orchestrator import QuietObserver
+
+    run = TicketRun(
+        root, ticket_id, RunOptions(), settings, make_executor(settings, root), QuietObserver()
+    )
+    step = next_step(run)
+    saved = run.store.dir / "prompts"
+    if step.attempt is not None:
+        context_ = step.attempt
+        if attempt is not None and attempt != context_.number:
+            raise UsageError(
+                f"--attempt {attempt} --ticket {ticket_id}: the ticket's next attempt is "
+                f"{context_.number} ({step.why}); drop --attempt to render it, or drop "
+                "--ticket to render an example ticket on any attempt"
             )
+    else:
+        state = run.store.load_retry_state()
+        ran = state.current.attemptNumber if state is not None and state.current else 0
+        if attempt is None:
+            raise UsageError(
+                f"{ticket_id}: no attempt would run ({step.action.replace('_', ' ')}: "
+                f"{step.why}), so there is no next prompt; --attempt N renders attempt N "
+                f"with this ticket, and the prompts of the attempts that ran are in {saved}"
+            )
+        if attempt <= ran:
+            raise UsageError(
+                f"--attempt {attempt}: {ticket_id}'s attempt {attempt} already ran; the "
+                f"prompts it received are in {saved / f'attempt-{attempt}'}; a later attempt "
+                f"({ran + 1} or more) renders as it would run"
+            )
+        context_ = _later_attempt(run, attempt, state)
+    runner = PhaseRunner(run, context_)
+    output = run.store.dir / artifact_name(phase, role)
+    return run.prompts.render(template_for(phase, role), runner._context(phase, role, output))
+
+
+def _later_attempt(run: TicketRun, number: int, state: RetryState | None) -> AttemptContext:
+    """Attempt `number` of a ticket no attempt would run on (closed, exhausted), as it would
+    run were it allowed: its tier's models (never below the tier the ticket's next attempt
+    would reach) and, after a blocked attempt, that attempt's failure."""
+    from tf_fsm.context import prior_failure
+    from tf_fsm.escalation import next_tier
+
+    trigger = "initial" if number == 1 else "quality_gate"
+    tier = next_tier(state, run.settings) if state is not None else None
+    frontmatter = run.prompts.frontmatter()
+    resolution = resolve(number, run.settings, frontmatter=frontmatter, tier=tier)
+    plan_ = phase_plan(number, run.settings, run.options.research, resolution)
+    facts = AttemptFacts(
+        run.ticket_id, attempt=number, runs=frozenset(p for p, (on, _) in plan_.items() if on)
+    )
+    fail_on = list(run.settings.workflow.failOn)
+    prior = None
+    if state is not None and number > 1:
+        prior = prior_failure(state, run.store.read_artifact, fail_on, run.store.redactor)
+    return AttemptContext(number, trigger, resolution, plan_, facts, prior)
+
+
+def _render_example(
+    root: Path | None, settings: LoadedSettings, phase: str, role: str, attempt: int
+) -> str:
+    from tf_fsm.context import prompt_context
+    from tf_fsm.prompts import fence_untrusted
+    from tf_fsm.state import SEVERITIES
+
     library = PromptLibrary(root)
     resolution = resolve(attempt, settings, frontmatter=library.frontmatter())
     plan_ = phase_plan(attempt, settings, None, resolution)
-    facts = AttemptFacts("EXAMPLE-1", attempt=attempt)
+    facts = AttemptFacts(EXAMPLE_TICKET["id"], attempt=attempt)
     prior = None
     if attempt > 1:
-        from tf_fsm.prompts import fence_untrusted
-
         prior = {
             "attempt": attempt - 1,
             "kind": "quality_gate",
@@ -208,7 +321,7 @@ def render_example(
             resolution.roles[role],
             ticket=EXAMPLE_TICKET,
             artifact_dir=where,
-            output=where / f"{phase}.md",
+            output=where / artifact_name(phase, role),
             chain_context=where / "chain-context.json",
             flags=RunOptions().flags(),
             fail_on=list(settings.workflow.failOn),

@@ -104,11 +104,26 @@ def _locate(dirs: Dirs, name: str) -> Template:
     for origin, directory in dirs:
         path = directory / name
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            meta, body, offset = split_frontmatter(text, path)
+            meta, body, offset = split_frontmatter(_read_text(path), path)
             return Template(name, path, origin, meta, body, offset)
     looked = ", ".join(str(d) for _, d in dirs)
     raise PromptTemplateError(name, f"not found (looked in {looked})")
+
+
+def _read_text(path: Path) -> str:
+    """A template's text; bytes that are not UTF-8, or a file that cannot be read, are the
+    template's problem (exit 2, naming it), not an internal error."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise PromptTemplateError(path, f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.end]
+        problem = f"not valid UTF-8 (byte {exc.start}: {bad!r}); save it as UTF-8"
+        raise PromptTemplateError(path, problem, data.count(b"\n", 0, exc.start) + 1) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text's universal newlines
 
 
 def _signature(dirs: Dirs, name: str) -> tuple[str, int, int] | None:

@@ -14,6 +14,7 @@ from tf_fsm.executors.base import Invocation
 from tf_fsm.executors.command import CommandExecutor
 from tf_fsm.executors.presets import preset as preset_named
 from tf_fsm.phases import SINGLE_ROLE
+from tf_fsm.prompts import PromptLibrary
 from tf_fsm.reports import REVIEW_FILES
 
 OK, NOT_READY, UNMAPPED = 0, 2, 3
@@ -60,9 +61,12 @@ def _invocations(root: Path, settings: LoadedSettings) -> list[tuple[int, Invoca
     single = [(phase, role, artifact) for phase, (role, artifact) in SINGLE_ROLE.items()]
     reviews = [("review", role, name) for role, name in REVIEW_FILES.items()]
     calls = [*single[:2], *reviews, *single[2:]]  # phase order: research ... close
+    # The models a run resolves: escalation, then each role's template frontmatter, then the
+    # settings (a project's .tf/prompts/ override included).
+    frontmatter = PromptLibrary(root).frontmatter()
     out = []
     for number in (1, 2, 3):
-        resolution = resolve(number, settings)
+        resolution = resolve(number, settings, frontmatter=frontmatter)
         for phase, role, artifact in calls:
             chosen = resolution.roles[role]
             name = f"attempt-{number}/{phase}-{role}"
@@ -126,14 +130,13 @@ def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
         diag.version, diag.error = _version([diag.path, "--version"], root)
     else:
         diag.notes.append("version not checked: a custom command may not take --version")
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for number, inv in _invocations(root, settings):
         argv, problems = executor.command_line(inv)
-        for problem in problems:
-            line = f"{inv.role} (attempt {number}): {problem}"
-            if problem not in seen:
-                seen.add(problem)
-                diag.problems.append(line)
+        for problem in problems:  # every role named, on the first attempt it shows on
+            if (inv.role, problem) not in seen:
+                seen.add((inv.role, problem))
+                diag.problems.append(f"{inv.role} (attempt {number}): {problem}")
         if number == 1:
             diag.commands.append(
                 {"phase": inv.phase, "role": inv.role, "model": inv.model,
