@@ -266,6 +266,40 @@ def test_max_iterations_bounds_the_loop(proj: Project) -> None:
     assert proj.tk_status("pt-3") == "open"
     assert "- Status: STOPPED" in proj.progress()
     assert run_cli("--root", str(proj.root), "ralph", "--max-iterations", "0").returncode == 2
+    # the last ticket takes the last iteration: nothing is left, so the loop drained
+    last = proj.ralph("--max-iterations", "1", "--json")
+    assert json.loads(last.stdout.splitlines()[-1])["reason"] == "drained", last.stdout
+    assert "- Status: COMPLETE" in proj.progress()
+
+
+def test_waiting_hand_offs_are_left_to_watch_not_rerun(tmp_path: Path) -> None:
+    root = tmp_path / "handoff"
+    (root / ".tf" / "config").mkdir(parents=True)
+    (root / ".tickets").mkdir()
+    settings = {"workflow": {"enableResearcher": False}, "executor": {"kind": "handoff"}}
+    (root / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
+    for tid in ("pt-1", "pt-2"):
+        text = new_ticket(tid, f"Title {tid}", created="2026-02-10T12:00:00Z")
+        (root / ".tickets" / f"{tid}.md").write_text(text, encoding="utf-8")
+    done = run_cli("--root", str(root), "ralph", "--max-iterations", "10")
+    assert done.returncode == 0, done.stderr
+    assert "after 2 runs: 0 closed, 0 blocked, 0 failed, 2 waiting" in done.stdout, done.stdout
+    assert "waits for" in done.stderr and "tf-fsm watch (or tf-fsm run) resumes it" in done.stderr
+    for tid in ("pt-1", "pt-2"):
+        journal = root / ".tf" / "knowledge" / "tickets" / tid / "events.jsonl"
+        names = [json.loads(line)["event"] for line in journal.read_text().splitlines()]
+        assert names.count("AttemptStarted") == 1 and "AttemptResumed" not in names
+    progress = (root / ".tf" / "ralph" / "progress.md").read_text()
+    assert len(re.findall(r"^- pt-\d: WAITING \(", progress, re.M)) == 2, progress
+    assert "- Tickets failed: 0" in progress
+
+
+def test_markup_like_text_is_printed_as_it_is(proj: Project) -> None:
+    proj.ticket("pt-1", text="---\nid: pt-1\nstatus: open\nfoo bar [/x]\n---\n# [bold]T[/bold]\n")
+    done = proj.ralph()
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr
+    assert "[/x]" in done.stdout or "[/x]" in done.stderr
 
 
 def test_the_loop_reports_the_phase_a_worker_is_in(proj: Project) -> None:

@@ -110,7 +110,9 @@ class Loop:
         self.running: dict[str, _Worker] = {}
         self.runs: dict[str, int] = {}  # runs of each ticket in this loop, to requeue retries
         self.resumed: set[str] = set()  # error attempts resumed in this loop (once each)
-        self.failed: dict[str, str] = {}  # worker failed outright (bad input, crash)
+        #: tickets this loop does not run again, and why: a worker failed outright (bad input,
+        #: a crash), or a hand-off attempt waits for its artifact
+        self.no_rerun: dict[str, str] = {}
         self.result = LoopResult("drained", 0)
         self.stopping = 0  # SIGINTs received
         self._said: dict[str, str] = {}
@@ -133,8 +135,8 @@ class Loop:
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
         """Run it, or why not. Reads only this ticket's files."""
-        if rec.id in self.failed:
-            return Skip(self.failed[rec.id])
+        if rec.id in self.no_rerun:
+            return Skip(self.no_rerun[rec.id])
         if rec.path.stem != rec.id:
             return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
         try:
@@ -238,8 +240,8 @@ class Loop:
                 signal.signal(sig, handler)
         if self.stopping:
             self.result.reason = "interrupted"
-        elif self.result.iterations >= self.options.max_iterations:
-            self.result.reason = "max_iterations"
+        elif self.result.iterations >= self.options.max_iterations and self.plan_all()[0]:
+            self.result.reason = "max_iterations"  # stopped with work left, not drained
         self.reporter.end(self.result)
         return self.result
 
@@ -360,7 +362,7 @@ class Loop:
             outcome, reason = "interrupted", "interrupted; the attempt is resumable"
         else:
             outcome, reason = "failed", log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
-            self.failed[plan.ticket] = f"tf-fsm run failed: {reason}"
+            self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
         result = RunResult.build(
             plan.ticket, plan.title, outcome, reason, code, plan.attempt, state
@@ -370,6 +372,8 @@ class Loop:
         result.max_retries = self.settings.max_retries
         if outcome == "locked":
             self.skip(plan.ticket, reason)
+        if outcome == "waiting":  # only the hand-off's writer can move it on: not this loop
+            self.no_rerun[plan.ticket] = f"{reason}; tf-fsm watch (or tf-fsm run) resumes it"
         self.result.results.append(result)
         self.reporter.finished(result, list(self.running))
 

@@ -25,6 +25,7 @@ LABELS = {
     "error": "FAILED",
     "failed": "FAILED",
     "interrupted": "INTERRUPTED",
+    "waiting": "WAITING",
 }
 STATUS_LINES = {
     "closed": "CLOSED",
@@ -34,6 +35,7 @@ STATUS_LINES = {
     "error": "ERROR (resumable)",
     "failed": "FAILED",
     "interrupted": "IN_PROGRESS (interrupted, resumable)",
+    "waiting": "WAITING (for a hand-off artifact)",
 }
 #: why an `exhausted` run stopped, told by the start of its reason (orchestrator, accounting)
 _EXHAUSTED_BY = (
@@ -56,7 +58,7 @@ class RunResult:
 
     ticket: str
     title: str
-    outcome: str  # closed|already_closed|blocked|exhausted|error|failed|interrupted|locked
+    outcome: str  # closed|already_closed|blocked|exhausted|error|failed|interrupted|locked|waiting
     reason: str
     exit_code: int
     attempt: int
@@ -223,6 +225,10 @@ def next_step(result: RunResult) -> str:
         return f"attempt {result.attempt + 1} on a later pass (trigger ralph_retry)"
     if result.outcome == "exhausted":
         return f"skipped from now on; `tf-fsm run {result.ticket} --retry-reset` starts over"
-    if result.outcome in ("error", "interrupted"):
+    if result.outcome == "error":
         return f"`tf-fsm run {result.ticket}` (or ralph --resume-errors) resumes it"
+    if result.outcome == "interrupted":
+        return f"`tf-fsm run {result.ticket}`, or the next ralph, resumes it"
+    if result.outcome == "waiting":
+        return "`tf-fsm watch` (or `tf-fsm run`) resumes it once the artifact is written"
     return ""

@@ -34,7 +34,7 @@ class Reporter:
         self.err = err or sys.stderr
         self.out = out or sys.stdout
         self.running: dict[str, list[Any]] = {}  # ticket -> [plan, phase, elapsed]
-        self.counts = {"done": 0, "blocked": 0, "failed": 0, "skipped": 0}
+        self.counts = {"done": 0, "blocked": 0, "failed": 0, "waiting": 0, "skipped": 0}
         self._skipped: set[str] = set()
         self._live: Any = None
 
@@ -120,6 +120,8 @@ class Reporter:
             self.counts["blocked"] += 1
         elif result.outcome in ("error", "failed"):
             self.counts["failed"] += 1
+        elif result.outcome == "waiting":
+            self.counts["waiting"] += 1
         label = status_line(result)
         self.note(
             f"{result.ticket}: {label} after attempt {result.attempt} "
@@ -163,7 +165,9 @@ class Reporter:
         c = self.counts
         headline = (
             f"ralph: {why} after {result.iterations} runs: {c['done']} closed, "
-            f"{c['blocked']} blocked, {c['failed']} failed, {len(result.skipped)} skipped"
+            f"{c['blocked']} blocked, {c['failed']} failed, "
+            + (f"{c['waiting']} waiting, " if c["waiting"] else "")
+            + f"{len(result.skipped)} skipped"
         )
         if self.json_lines:
             self._emit(
@@ -177,21 +181,27 @@ class Reporter:
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table("ticket", "outcome", "runs", "attempt", "retries", "time", "reason")
         for ticket, r in last.items():
-            table.add_row(
-                ticket,
-                status_line(r),
-                str(runs[ticket]),
-                str(r.attempt),
-                f"{r.retry_count}/{r.max_retries}",
-                f"{r.seconds:.1f}s",
-                r.reason,
+            table.add_row(  # Text: a reason or a title is never read as rich markup
+                *map(
+                    Text,
+                    (
+                        ticket,
+                        status_line(r),
+                        str(runs[ticket]),
+                        str(r.attempt),
+                        f"{r.retry_count}/{r.max_retries}",
+                        f"{r.seconds:.1f}s",
+                        r.reason,
+                    ),
+                )
             )
         for ticket, reason in result.skipped.items():
             if ticket not in last:
-                table.add_row(ticket, "skipped", "0", "-", "-", "-", reason)
+                table.add_row(*map(Text, (ticket, "skipped", "0", "-", "-", "-", reason)))
         console = Console(file=self.out, width=None if self.out.isatty() else 200)
         console.print(headline, markup=False, highlight=False)
         if last or result.skipped:
