@@ -146,6 +146,9 @@ def running() -> Iterator[list[Running]]:
         "logs/attempt-1/research-researcher.log",
         "gates/attempt-1/lint-try-1.log",
         ".research.md.abc123.tmp",
+        ".research.md.swp",  # an editor's swap file: opening a file must not start a run
+        "research.md~",
+        ".notes.md",
         "review.md",
         "post-fix-review.md",
         "post-fix-verification.md",
@@ -221,6 +224,20 @@ def test_error_ticket_resumes_when_its_missing_artifact_appears(
         r.lines()
     )
     assert r.lines()[-2].startswith("[pt-1] CLOSED after attempt 1")
+
+
+def test_once_exits_2_when_a_ticket_was_dropped_for_an_error(
+    project: Path, write_settings: Settings, running: list[Running]
+) -> None:
+    handoff(project, write_settings, "pt-1")
+    running.append(r := Running(project, "pt-1", once=True))
+    d = kdir(project, "pt-1")
+    (d / "retry-state.json").write_text("{bad", encoding="utf-8")
+    (d / "research.md").write_text("# Research\n", encoding="utf-8")
+    assert r.finish() == 2, r.lines()
+    assert any("not watched any more" in line for line in r.lines())
+    assert "not watched after an error (see above): pt-1" in r.lines()[-1]
+    assert (d / "retry-state.json").read_text(encoding="utf-8") == "{bad"
 
 
 def test_a_ticket_locked_by_another_process_is_retried_not_dropped(

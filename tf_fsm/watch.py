@@ -210,6 +210,12 @@ class Watch:
             self.log(None, "interrupted", f"watch interrupted after {self.runs} run(s); left "
                      f"resumable (tf-fsm watch or tf-fsm run): {rest}")  # fmt: skip
             return 130
+        with self.lock:
+            dropped = [t.id for t in self.tickets.values() if t.dropped]
+        if dropped:  # their errors were logged when they were dropped
+            self.log(None, "done", f"watch done after {self.runs} run(s); not watched after an "
+                     f"error (see above): {', '.join(dropped)}")  # fmt: skip
+            return 2
         self.log(None, "done", f"watch done after {self.runs} run(s): nothing waits or is in error")
         return 0
 

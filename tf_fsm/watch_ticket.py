@@ -39,13 +39,15 @@ STATE_FILES = frozenset({"events.jsonl", "retry-state.json"})
 
 
 def own_file(rel: str) -> bool:
-    """Is `rel` (a path inside a ticket directory) a file tf_fsm writes itself?"""
+    """Is `rel` (a path inside a ticket directory) never a trigger: a file tf_fsm writes
+    itself, or a hidden file or editor backup (opening a file in vim writes `.x.md.swp`)?"""
     first, name = rel.split("/", 1)[0], rel.rsplit("/", 1)[-1]
     return (
         first in _OWN_DIRS
         or first in _OWN_NAMES
-        or first.startswith(("retry-state.json", ".lock", "lifecycle."))
-        or name.endswith(".tmp")
+        or first.startswith(("retry-state.json", "lifecycle."))
+        or name.startswith(".")
+        or name.endswith((".tmp", "~", ".swp", ".swx"))
     )
 
 
