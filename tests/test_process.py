@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_fsm._process import run_process, tail
+from tf_fsm._process import TAIL_REDACT_MARGIN, run_process, tail
 
 PY = sys.executable
 
@@ -285,3 +285,67 @@ def test_tail_defaults_bound_lines_and_characters() -> None:
 def test_tail_zero_bounds_give_nothing(lines: int, limit: int) -> None:
     """Regression: at 8ccc9d9 `[-0:]` returned the whole text."""
     assert tail("a\nb\nc", lines=lines, limit=limit) == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "lines", "limit", "expected"),
+    [
+        ("a\nb\nc\n", 2, 2000, "b\nc"),
+        ("a\r\nb\r\nc\r\n", 2, 2000, "b\nc"),
+        ("abcdef", 20, 3, "def"),
+    ],
+)
+def test_tail_with_redaction_is_the_same_tail_when_nothing_is_secret(
+    text: str, lines: int, limit: int, expected: str
+) -> None:
+    assert tail(text, lines=lines, limit=limit, redact=lambda t: t) == expected
+
+
+def test_tail_redaction_shortening_the_window_never_brings_back_a_cut_secret() -> None:
+    """A window whose redaction shrinks a lot (a long secret after the cut one) still drops
+    the start the window cut in part: the kept tail is never read from it."""
+    secret = "Zq8vR3mK9pL2xW7nT4bY6cH1jF5gD0sAeU3iO8"
+    long_one = "L" * 8170
+    text = "y" * 100 + secret + long_one + "z" * 2000
+    window = 2 * 1000 + TAIL_REDACT_MARGIN
+    start = len(text) - window  # inside the secret
+    assert len("y" * 100) < start < 100 + len(secret)
+
+    def redact(t: str) -> str:
+        return t.replace(long_one, "[REDACTED]").replace(secret, "[REDACTED]")
+
+    out = tail(text, lines=20, limit=1000, redact=redact)
+    assert secret[start - 100 :] not in out and out == "z" * 1000
+
+
+# --- keep: bounded output --------------------------------------------------------------------
+
+
+def test_keep_bounds_each_stream_and_says_what_was_dropped(tmp_path: Path) -> None:
+    code = (
+        "import sys\nfor i in range(200000): print(f'line {i:06d}')\nsys.stderr.write('E' * 10)\n"
+    )
+    result = run_process([PY, "-c", code], cwd=tmp_path, keep=64 * 1024)
+    out = result.stdout
+    assert len(out) < 2 * 64 * 1024 + 200
+    assert out.startswith("line 000000\n") and out.endswith("line 199999\n")
+    head, note, tail_ = out.partition("\n[... tf-fsm: ")
+    assert note and head.endswith("\n") and len(head.splitlines()[-1]) == 11, "a whole line"
+    dropped = int(tail_.split(" ", 1)[0])
+    kept_tail = tail_.split("...]\n", 1)[1]
+    assert dropped + len(head) + len(kept_tail) == 200000 * len("line 000000\n")
+    assert kept_tail.startswith("line ")  # a whole line: no line is kept in part
+    assert result.stderr == "E" * 10  # under the bound: untouched
+
+
+def test_keep_at_the_bound_keeps_everything(tmp_path: Path) -> None:
+    code = "import sys; sys.stdout.write('a' * 2048)"
+    assert run_process([PY, "-c", code], cwd=tmp_path, keep=1024).stdout == "a" * 2048
+    assert len(run_process([PY, "-c", code], cwd=tmp_path, keep=1000).stdout) < 2048 + 200
+
+
+def test_keep_with_a_timeout_still_kills_and_keeps_the_output(tmp_path: Path) -> None:
+    code = "import sys, time; print('x' * 100000, flush=True); time.sleep(60)"
+    result = run_process([PY, "-c", code], cwd=tmp_path, timeout=1, keep=1000)
+    assert result.timed_out and result.exit_code is None
+    assert "bytes of output dropped" in result.stdout and result.duration < 30

@@ -141,20 +141,23 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bool) -> int:
-    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing."""
+    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing.
+    A gate that cannot start (its program or cwd is missing) is exit 2 before any gate runs."""
     import os
 
-    from tf_fsm.gates import run_gate
+    from tf_fsm.gates import check_gates, current_attempt, gate_env, run_gate
     from tf_fsm.redact import Redactor
 
     gates = settings.workflow.qualityGates
     if not gates:
         raise UsageError("no workflow.qualityGates are configured (see docs/gates.md)")
+    check_gates(gates, root, settings.path)
     redact = Redactor.from_environ(os.environ)
     failed_required = False
     for ticket_id in ticket_ids:
+        env = gate_env(ticket_id, current_attempt(root, settings, ticket_id))
         for gate in gates:
-            result = run_gate(gate, root, {"TF_TICKET_ID": ticket_id})
+            result = run_gate(gate, root, env)
             failed_required |= result.required and not result.passed
             row = {
                 "ticket": ticket_id,
@@ -164,7 +167,7 @@ def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bo
                 "exitCode": result.exit_code,
                 "durationMs": round(result.duration * 1000),
                 "summary": result.summary,
-                "outputTail": "" if result.passed else redact(result.output_tail()),
+                "outputTail": "" if result.passed else result.output_tail(redact),
             }
             if as_json:
                 print(json.dumps(row))

@@ -12,12 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tf_fsm._process import run_process, tail
-from tf_fsm.config import QualityGate
+from tf_fsm._process import find_program, run_process, tail
+from tf_fsm.config import LoadedSettings, QualityGate, knowledge_dir
+from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.prompts import fence_untrusted
 
 FEEDBACK_TAIL_LINES = 40
 FEEDBACK_TAIL_CHARS = 3000
+#: of each output stream of a gate run, only the first and last this many bytes are kept
+GATE_OUTPUT_KEEP = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -27,20 +30,22 @@ class GateResult:
     passed: bool
     exit_code: int | None  # None: killed at its timeout, or it could not start
     duration: float
-    output: str  # stdout then stderr, whole (redact before writing it anywhere)
+    output: str  # stdout then stderr, bounded (redact before writing it anywhere)
     timed_out: bool = False
-    error: str | None = None  # why it did not run at all
+    error: str | None = None  # why it could not start at all
 
     @property
     def summary(self) -> str:
         if self.error:
-            return f"could not run: {self.error}"
+            return f"could not start: {self.error}"
         if self.timed_out:
             return f"timed out after {self.duration:.0f}s (process group killed)"
         return "passed" if self.passed else f"exit code {self.exit_code}"
 
-    def output_tail(self) -> str:
-        return tail(self.output, FEEDBACK_TAIL_LINES, FEEDBACK_TAIL_CHARS)
+    def output_tail(self, redact: Callable[[str], str]) -> str:
+        """The end of the output, redacted before it is cut (a secret the cut would halve is
+        still recognised)."""
+        return tail(self.output, FEEDBACK_TAIL_LINES, FEEDBACK_TAIL_CHARS, redact=redact)
 
 
 def argv_of(gate: QualityGate) -> list[str]:
@@ -52,13 +57,65 @@ def max_retries(gate: QualityGate, default: int) -> int:
     return gate.maxRetries if gate.maxRetries is not None else default
 
 
+def gate_env(ticket_id: str, attempt: int) -> dict[str, str]:
+    """What a gate command gets on top of tf-fsm's environment."""
+    return {"TF_TICKET_ID": ticket_id, "TF_ATTEMPT": str(attempt)}
+
+
+def current_attempt(root: Path, settings: LoadedSettings, ticket_id: str) -> int:
+    """The number of the ticket's latest attempt in its retry-state.json, 0 when it has none:
+    TF_ATTEMPT for `gate --run`, outside any lifecycle."""
+    from tf_fsm.store import TicketStore
+
+    state = TicketStore(knowledge_dir(root, settings), ticket_id).load_retry_state()
+    current = state.current if state else None
+    return current.attemptNumber if current else 0
+
+
+def start_problem(
+    gate: QualityGate, root: Path, env: Mapping[str, str] | None = None
+) -> str | None:
+    """Why the gate cannot start (its cwd or its program is missing), or None. A command line
+    runs under bash: a program missing in it is bash's exit code 127, a failing check."""
+    cwd = root / gate.cwd if gate.cwd else root
+    if not cwd.is_dir():
+        return f"its cwd {cwd} {'is not a directory' if cwd.exists() else 'does not exist'}"
+    program = argv_of(gate)[0]
+    try:
+        find_program(program, cwd, {**os.environ, **(env or {})})
+    except PermissionError:
+        return f"its program {program} is not executable"
+    except OSError:
+        where = f"in its cwd {cwd}" if os.sep in program else "on PATH"
+        return f"its program {program} is not found {where}"
+    return None
+
+
+def check_gates(gates: Sequence[QualityGate], root: Path, settings_path: Path | None) -> None:
+    """Every gate can start, or a SettingsError (exit 2) naming each one that cannot: a
+    configuration error, caught before anything runs rather than sent to the fixer."""
+    problems = [
+        SettingsProblem(f"workflow.qualityGates[{i}]", f"quality gate {g.name} cannot start: {p}")
+        for i, g in enumerate(gates)
+        if (p := start_problem(g, root)) is not None
+    ]
+    if problems:
+        raise SettingsError(settings_path, problems)
+
+
 def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
     cwd = root / gate.cwd if gate.cwd else root
     environ = {**os.environ, **(env or {})}
+    problem = start_problem(gate, root, environ)
+    if problem is not None:
+        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=problem)
     try:
-        result = run_process(argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds)
-    except OSError as exc:  # missing program, bad cwd: a failed gate, not a crash
-        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=str(exc))
+        result = run_process(
+            argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds, keep=GATE_OUTPUT_KEEP
+        )
+    except OSError as exc:  # gone since the check: it cannot start, not a crash
+        error = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=error)
     output = result.stdout + (("\n" + result.stderr) if result.stderr else "")
     return GateResult(
         gate.name,
@@ -90,7 +147,7 @@ def feedback_message(
             "",
             f"❌ {result.name} (retry {used}/{most})",
             f"Error: {result.summary}; the end of its output:",
-            fence_untrusted(result.output_tail(), redact, label=f"gate_output {result.name}"),
+            fence_untrusted(result.output_tail(redact), redact, label=f"gate_output {result.name}"),
         ]
     lines += [
         "",
@@ -98,6 +155,13 @@ def feedback_message(
         "Note: do NOT finish (do not write your output file) until all issues are resolved.",
     ]
     return "\n".join(lines)
+
+
+def sample_feedback(redact: Callable[[str], str]) -> str:
+    """A feedback message like a real one, to render the fix template's gate-feedback branch
+    before any agent runs."""
+    failed = GateResult("lint", True, False, 1, 0.0, "src/parser.py:42:101: E501 Line too long")
+    return feedback_message([failed], {"lint": (1, 3)}, redact)
 
 
 @dataclass(frozen=True)
@@ -124,10 +188,13 @@ def run_gates(
     env: Mapping[str, str] | None = None,
     on_result: Callable[[GateResult, int], None],
     send_back: Callable[[str, int, list[GateResult]], str | None],
+    can_block: bool = True,
 ) -> GateOutcome:
     """Run every gate in declared order; while a required gate fails and has retries left,
     send the fixer back with the feedback and run them all again (the inner loop, same
-    models). A required gate out of retries blocks; optional gates never do."""
+    models). A required gate out of retries blocks; optional gates never do, nor any gate when
+    `can_block` is false (workflow.enableQualityGate). A gate that cannot start ends the loop
+    with a failure: a configuration error, not something the fixer can fix."""
     used = {g.name: 0 for g in gates}
     by_name = {g.name: g for g in gates}
     round_ = 1
@@ -137,8 +204,11 @@ def run_gates(
             result = run_gate(gate, root, env)
             on_result(result, round_)
             results.append(result)
+            if result.error is not None:
+                why = f"quality gate {gate.name} cannot start: {result.error} (see docs/gates.md)"
+                return GateOutcome(tuple(results), None, used, why)
         failed = [r for r in results if r.required and not r.passed]
-        if not failed:
+        if not failed or not can_block:
             return GateOutcome(tuple(results), None, used)
         spent = [r for r in failed if used[r.name] >= max_retries(by_name[r.name], default_max)]
         if spent or not feedback:
@@ -165,7 +235,7 @@ def gate_rows(outcome: GateOutcome, redact: Callable[[str], str]) -> list[dict[s
                 "summary": r.summary,
                 "retries": outcome.retries.get(r.name, 0),
                 "blocking": outcome.blocking is not None and outcome.blocking.name == r.name,
-                "outputTail": "" if r.passed else redact(r.output_tail()),
+                "outputTail": "" if r.passed else r.output_tail(redact),
             }
         )
     return rows

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
+from tf_fsm.attempt_gates import check_before_attempt, run_attempt_gates
 from tf_fsm.config import REVIEWER_ROLES
 from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review, uncountable_review
 from tf_fsm.executors import Invocation, OutputMark
 from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
-from tf_fsm.gates import GateOutcome, GateResult, gate_rows, run_gates
+from tf_fsm.gates import gate_rows
 from tf_fsm.machine import PHASES
 from tf_fsm.prompts import template_for
 from tf_fsm.reports import (
@@ -116,19 +117,17 @@ class PhaseRunner:
         phase: str,
         role: str,
         artifact: str,
-        gate_feedback: str | None = None,
+        prompt: str | None = None,
         label: str | None = None,
     ) -> str | None:
+        """Run one agent invocation; `prompt` is given when it carries gate feedback."""
         run, n = self.run_, self.attempt.number
         chosen = self.attempt.resolution.roles[role]
         output = self.store.dir / artifact
-        # Rendered when the attempt began, unless this call carries gate feedback.
-        prompt = (
-            self.attempt.prompts.get((phase, role, artifact)) if gate_feedback is None else None
-        )
+        if prompt is None:  # rendered when the attempt began (check_templates), or now
+            prompt = self.attempt.prompts.get((phase, role, artifact))
         if prompt is None:
-            context = self._context(phase, role, output, gate_feedback)
-            prompt = run.prompts.render(template_for(phase, role), context)
+            prompt = self.render(phase, role, artifact)
         prompt = run.store.redactor(prompt)
         label = label or f"{phase}-{role}"
         # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
@@ -250,14 +249,18 @@ class PhaseRunner:
                     out.append((phase, role, SINGLE_ROLE[phase][1]))
         return out
 
+    def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
+        context = self._context(phase, role, self.store.dir / artifact, gate_feedback)
+        return self.run_.prompts.render(template_for(phase, role), context)
+
     def check_templates(self) -> None:
         """Render every template this attempt will use, so a template that uses a variable the
-        orchestrator does not provide fails before the first phase, not in the middle. The
-        prompts are kept for the phases (without gate feedback they are the same text)."""
+        orchestrator does not provide fails before the first phase, not in the middle (the fix
+        template with a sample gate feedback too). The prompts are kept for the phases (without
+        gate feedback they are the same text). Then check that every quality gate can start."""
         for phase, role, artifact in self.invocations():
-            self.attempt.prompts[phase, role, artifact] = self.run_.prompts.render(
-                template_for(phase, role), self._context(phase, role, self.store.dir / artifact)
-            )
+            self.attempt.prompts[phase, role, artifact] = self.render(phase, role, artifact)
+        check_before_attempt(self)
 
     def _reviewers(
         self, phase: str, prefix: str, merged_name: str, title: str
@@ -333,7 +336,7 @@ class PhaseRunner:
             source="post-fix-verification",
             reason=reason,
         )
-        gates = self._gates(feedback=passed) if self.wf.qualityGates else None
+        gates = run_attempt_gates(self, feedback=passed) if self.wf.qualityGates else None
         if gates is not None and gates.failure:
             return gates.failure
         if gates is not None and gates.blocking is not None and self.wf.enableQualityGate:
@@ -360,36 +363,6 @@ class PhaseRunner:
         self.store.write_artifact("post-fix-verification.md", md)
         self.store.write_artifact("post-fix-verification.json", json_text(data))
         return None
-
-    def _gates(self, feedback: bool) -> GateOutcome:
-        """Seed 004's inner loop. Feedback rounds only when the review counts pass: when they
-        block, the attempt is blocked anyway and the gates are run once for the record."""
-        run, n = self.run_, self.attempt.number
-
-        def record(result: GateResult, round_: int) -> None:
-            log = f"gates/attempt-{n}/{result.name}-try-{round_}.log"
-            run.store.write_artifact(log, f"# {result.summary}\n{result.output}", sync_dir=False)
-            run._event(
-                ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
-                exitCode=result.exit_code, durationMs=round(result.duration * 1000),
-                innerTry=round_, required=result.required, reason=result.summary,
-            )  # fmt: skip
-
-        def send_back(message: str, round_: int, failed: list[GateResult]) -> str | None:
-            run._event(
-                ev.GateFeedbackSent, n, innerTry=round_, gates=[r.name for r in failed],
-                bytes=len(message.encode("utf-8")),
-            )  # fmt: skip
-            return self._invoke(
-                "fix", "fixer", f"gate-fix-{round_}.md", message, label=f"fix-fixer-gate-{round_}"
-            )
-
-        return run_gates(
-            self.wf.qualityGates, run.root, default_max=self.wf.qualityGateMaxRetries,
-            feedback=feedback and self.wf.enableFixer, redact=run.store.redactor,
-            env={"TF_TICKET_ID": run.ticket_id, "TF_ATTEMPT": str(n)},
-            on_result=record, send_back=send_back,
-        )  # fmt: skip
 
     def _close(self) -> str | None:
         if self.wf.enableCloser:

@@ -8,6 +8,7 @@ reports none.
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -19,6 +20,7 @@ from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
 from tf_fsm.executors.failures import TIMEOUT, classify
 from tf_fsm.executors.presets import Preset
 from tf_fsm.executors.usage import AgentReport
+from tf_fsm.redact import Redactor
 
 
 class CommandExecutor:
@@ -37,6 +39,11 @@ class CommandExecutor:
         self.preset = preset
         self.program = program or (preset.program if preset else None)
         self.extra_args = list(extra_args)
+
+    @functools.cached_property
+    def redactor(self) -> Redactor:
+        """The secrets of the agent's environment (built on first use: compiling costs ms)."""
+        return Redactor.from_environ(self.environ)
 
     @property
     def setting(self) -> str:
@@ -105,7 +112,9 @@ class CommandExecutor:
             duration=result.duration,
             failure=failure,
             exit_code=result.exit_code,
-            stderr_tail=tail(result.stderr) or (report.error or "")[-2000:],
+            # redacted before it is cut: a secret the cut would halve is still recognised
+            stderr_tail=tail(result.stderr, redact=self.redactor)
+            or tail(report.error or "", lines=10**6, redact=self.redactor),
             log=log,
             failure_class=failure_class,
             usage=report.usage,
