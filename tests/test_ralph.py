@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import run_cli
 from tests.e2e.conftest import alive
 from tf_fsm.ralph_progress import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
-from tf_fsm.ralph_worker import lock_holder, stop_server
+from tf_fsm.ralph_worker import last_error, lock_holder, stop_server
 from tf_fsm.redact import Redactor
 from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
 from tf_fsm.store import TicketStore
@@ -633,3 +633,12 @@ def test_live_view_on_a_terminal(proj: Project) -> None:
 def test_an_exhausted_entry_says_why_it_stopped(reason: str, line: str) -> None:
     result = RunResult.build("pt-1", "T", "exhausted", reason, 4, 3, None)
     assert f"  - Status: {line}" in entry_lines(result, "2026-11-22T00:00:00Z", "")
+
+
+def test_a_failed_workers_error_is_redacted_before_it_is_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = "Zq8vR3mK9pL2xW7nT4bY6cH1jF5gD0sAeU3iO8"
+    monkeypatch.setenv("MY_API_TOKEN", secret)
+    said = last_error(["tf-fsm: error: " + "x" * 470 + " " + secret])
+    assert len(said) <= 500 and secret[:10] not in said

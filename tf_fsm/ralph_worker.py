@@ -248,13 +248,17 @@ def last_error(lines: list[str]) -> str:
         (i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("tf-fsm: ")), None
     )
     if start is None:
-        return next((ln.strip() for ln in reversed(lines) if ln.strip()), "")[:500]
-    said = [lines[start].strip()]
-    for line in lines[start + 1 :]:
-        if not line[:1].isspace() or not line.strip():
-            break
-        said.append(line.strip())
-    return "; ".join(said)[:500]
+        said = [next((ln.strip() for ln in reversed(lines) if ln.strip()), "")]
+    else:
+        said = [lines[start].strip()]
+        for line in lines[start + 1 :]:
+            if not line[:1].isspace() or not line.strip():
+                break
+            said.append(line.strip())
+    from tf_fsm.redact import Redactor
+
+    # redacted before it is cut, so that no secret is kept in part (the cut would hide it)
+    return Redactor.from_environ(os.environ)("; ".join(said))[:500]
 
 
 def log_tail(logs: Path, ticket: str, code: int) -> str:

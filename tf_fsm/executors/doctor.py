@@ -3,6 +3,7 @@ run, and which settings can it not map (a thinking level the CLI lacks, a foreig
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from tf_fsm.executors.command import CommandExecutor
 from tf_fsm.executors.presets import preset as preset_named
 from tf_fsm.phases import SINGLE_ROLE
 from tf_fsm.prompts import PromptLibrary
+from tf_fsm.redact import Redactor
 from tf_fsm.reports import REVIEW_FILES
 
 OK, NOT_READY, UNMAPPED = 0, 2, 3
@@ -94,7 +96,8 @@ def _version(argv: list[str], root: Path) -> tuple[str | None, str | None]:
     text = (result.stdout.strip() or result.stderr.strip()).splitlines()
     if result.timed_out or result.exit_code != 0:
         why = "timed out" if result.timed_out else f"exit code {result.exit_code}"
-        return None, f"`{' '.join(argv)}` failed ({why}): {tail(result.stderr, 3)}"
+        redact = Redactor.from_environ(os.environ)
+        return None, f"`{' '.join(argv)}` failed ({why}): {tail(result.stderr, 3, redact=redact)}"
     return (text[0] if text else "?"), None
 
 
