@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--run",
         action="store_true",
         help="run the workflow.qualityGates commands now, outside a lifecycle; "
-        "exit 3 when a required gate fails",
+        "exit 3 when a required gate fails, 2 when a gate cannot start (program or cwd missing)",
     )
     p.set_defaults(func=cmd_gate)
 
