@@ -149,6 +149,26 @@ def test_a_review_that_cannot_be_counted_fails_its_phase_instead_of_passing(
     assert e2e.read_state()["attempts"][-1]["status"] == "closed"
 
 
+def test_a_thinking_level_the_cli_lacks_is_said_in_the_invocation_log(
+    e2e: Harness, tmp_path: Path
+) -> None:
+    # pi has no `max`: the flag is left out (the CLI's default applies), and the log says so
+    wrapper = tmp_path / "pi"
+    agent = Path(__file__).resolve().parent / "fake_agent.py"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{agent}"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    path = e2e.project / ".tf" / "config" / "settings.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    settings["metaModels"]["worker"] = {"model": "acme/pro", "thinking": "max"}
+    settings["executor"] = {"kind": "command", "preset": "pi", "program": str(wrapper)}
+    path.write_text(json.dumps(settings), encoding="utf-8")
+    result = e2e.run()
+    assert result.returncode == 0, result.stderr
+    log = (e2e.dir / "logs" / "attempt-1" / "implement-worker.log").read_text(encoding="utf-8")
+    assert "--thinking" not in log.splitlines()[0]
+    assert "# not mapped (tf-fsm doctor): thinking 'max': pi has no such level" in log, log
+
+
 def test_the_quality_path_is_unchanged(e2e: Harness) -> None:
     """Blocked by the gate: counted, escalated, classed `quality`; nothing restarts."""
     executor(e2e)

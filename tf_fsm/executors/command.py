@@ -86,7 +86,7 @@ class CommandExecutor:
         return self.preset.argv(invocation.model, invocation.thinking, self.program, extra)
 
     def invoke(self, invocation: Invocation) -> InvocationResult:
-        argv, _ = self.command_line(invocation)
+        argv, unmapped = self.command_line(invocation)
         result = run_process(
             argv,
             cwd=invocation.root,
@@ -96,7 +96,9 @@ class CommandExecutor:
         )
         log = (
             f"$ {shlex.join(argv)}\n"
-            f"# exit code: {result.exit_code}  duration: {result.duration:.2f}s"
+            # what doctor reports, said where the run's evidence is: the CLI's default applied
+            + "".join(f"# not mapped (tf-fsm doctor): {problem}\n" for problem in unmapped)
+            + f"# exit code: {result.exit_code}  duration: {result.duration:.2f}s"
             f"{'  TIMED OUT' if result.timed_out else ''}\n"
             f"## stdout\n{result.stdout}\n## stderr\n{result.stderr}\n"
         )
