@@ -170,8 +170,10 @@ class PhaseRunner:
             if result.ok and not result.accepted_existing and not mark.written_since(output):
                 failure = f"the agent exited 0 but did not write its output {artifact}"
                 failure_class = NO_OUTPUT
-            elif failure is None and phase in ("review", "verify"):
-                failure = uncountable_review(self.store.read_artifact(artifact) or "", artifact)
+            # read once, after the written check (a redaction rewrite would look like a write)
+            written = run.store.redact_agent_file(output)  # the agent's file holds no secret
+            if failure is None and phase in ("review", "verify"):
+                failure = uncountable_review(written[1] if written else "", artifact)
                 failure_class = UNCOUNTABLE if failure else None
             if failure is not None and failure_class is None:
                 failure_class = CRASH  # an executor that does not classify: a failed process
@@ -181,7 +183,7 @@ class PhaseRunner:
             name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
             log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
             run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
-            sha = run.store.redact_agent_file(output)  # the agent's file holds no secret
+            sha = written[0] if written else None
             run._event(
                 ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
                 artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),

@@ -166,10 +166,10 @@ class TicketStore:
             self._unsynced_dirs.add(path.parent)
         return path
 
-    def redact_agent_file(self, path: Path) -> str | None:
-        """The sha256 of a file an agent wrote (None if there is none), after taking any
-        secret out of it: rewritten atomically, and only when the redactor changes something.
-        Bytes that are not UTF-8 are kept as they are."""
+    def redact_agent_file(self, path: Path) -> tuple[str, str] | None:
+        """The sha256 and text of a file an agent wrote (None if there is none), after taking
+        any secret out of it: rewritten atomically, and only when the redactor changes
+        something. Bytes that are not UTF-8 are kept as they are."""
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -182,7 +182,7 @@ class TicketStore:
             atomic_write_bytes(path, data, sync_dir=not deferred)
             if deferred:
                 self._unsynced_dirs.add(path.parent)
-        return hashlib.sha256(data).hexdigest()
+        return hashlib.sha256(data).hexdigest(), clean
 
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
