@@ -3,7 +3,6 @@ locking or writing anything."""
 
 from __future__ import annotations
 
-from datetime import UTC
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,11 +83,7 @@ def _plan_reset(run: TicketRun) -> dict[str, Any]:
     if not path.is_file():
         return {"backup": None, "why": "no retry-state.json: nothing to move aside"}
     now = run.now()
-    stem = f"{path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
-    backup, suffix = stem, 0
-    while (run.store.dir / backup).exists():
-        suffix += 1
-        backup = f"{stem}.{suffix}"
+    backup = run.store.retry_backup_path(now).name
     run.store = _AfterReset(run.store, backup, timestamp(now))
     why = f"retry-state.json would be moved aside to {backup} (named for the run's time)"
     return {"backup": backup, "why": why}

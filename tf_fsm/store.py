@@ -260,6 +260,16 @@ class TicketStore:
         atomic_write_text(self.retry_state_path, text)
         self._trusted = True
 
+    def retry_backup_path(self, now: datetime) -> Path:
+        """Where `reset_retry_state` at `now` moves the retry state: `.bak.<UTC stamp>`, with
+        `.1`, `.2`, ... when that name is taken."""
+        stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        backup, suffix = self.dir / stem, 0
+        while backup.exists():
+            suffix += 1
+            backup = self.dir / f"{stem}.{suffix}"
+        return backup
+
     def reset_retry_state(self, now: datetime) -> Path | None:
         """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
         next run starts at attempt 1. Returns the backup path, None if there was no file."""
@@ -271,13 +281,8 @@ class TicketStore:
             count_before: int | None = self._parse_retry_state(raw).retryCount
         except CorruptStateError:
             count_before = None
-        stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
-        backup = self.dir / stem
-        suffix = 0
         # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
-        while backup.exists():
-            suffix += 1
-            backup = self.dir / f"{stem}.{suffix}"
+        backup = self.retry_backup_path(now)
         self.retry_state_path.rename(backup)
         fsync_dir(self.dir)
         self.append_event(
