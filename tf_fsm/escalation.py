@@ -237,6 +237,10 @@ def should_retry(state: RetryState | None, settings: LoadedSettings) -> bool:
     return retries_left(state, settings) > 0 and not stopped(state)
 
 
+#: why no attempt starts at all (seed 001: skip tickets with retryCount >= maxRetries)
+NO_ATTEMPT_ALLOWED = "workflow.escalation.maxRetries is 0: no attempt may run"
+
+
 def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
     """The backlog loop's test: the last attempt was blocked and the retries are spent (or
     maxRetries is 0, which allows no attempt at all)."""

@@ -22,7 +22,14 @@ from tf_fsm.attempt import run_attempt
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
 from tf_fsm.errors import TfFsmError
-from tf_fsm.escalation import next_tier, phase_plan, resolve, should_retry, stopped
+from tf_fsm.escalation import (
+    NO_ATTEMPT_ALLOWED,
+    next_tier,
+    phase_plan,
+    resolve,
+    should_retry,
+    stopped,
+)
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.executors.accounting import refuse_over_budget
 from tf_fsm.machine import AttemptFacts
@@ -126,8 +133,7 @@ class TicketRun:
             attempt, state = self._resume(state)
         else:
             if state is None and self.settings.max_retries == 0:
-                reason = "workflow.escalation.maxRetries is 0: no attempt may run"
-                return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, reason)
+                return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, NO_ATTEMPT_ALLOWED)
             if state is not None and not should_retry(state, self.settings):
                 reason = (
                     f"max retries ({self.settings.max_retries}) exceeded: blocked after "

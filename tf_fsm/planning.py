@@ -8,7 +8,14 @@ from typing import Any, NamedTuple
 
 from tf_fsm.config import LoadedSettings
 from tf_fsm.context import AttemptContext
-from tf_fsm.escalation import detect_same_failure, phase_plan, resolve, should_retry, stopped
+from tf_fsm.escalation import (
+    NO_ATTEMPT_ALLOWED,
+    detect_same_failure,
+    phase_plan,
+    resolve,
+    should_retry,
+    stopped,
+)
 from tf_fsm.executors.accounting import BudgetCheck, budget_check, ticket_usage
 from tf_fsm.journal import JournalRead, RetryStateReset, timestamp
 from tf_fsm.machine import PHASES, AttemptFacts
@@ -49,7 +56,7 @@ def next_step(run: TicketRun) -> Step:
 
         return Step("exhausted", None, stop_reason(state, run.ticket_id))
     if state is None and run.settings.max_retries == 0:
-        return Step("exhausted", None, "workflow.escalation.maxRetries is 0: no attempt may run")
+        return Step("exhausted", None, NO_ATTEMPT_ALLOWED)
     if state is not None and not should_retry(state, run.settings):
         return Step("exhausted", None, f"max retries ({run.settings.max_retries}) exceeded")
     check = budget_check(run, state)  # what run checks before a new attempt, as it does

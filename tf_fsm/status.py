@@ -54,12 +54,12 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     spend = cost_summary(events, state, settings)
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
     upcoming, skip = next_step(store, state, settings), should_skip(state, settings)
-    budget = spend["maxCostUsd"]
-    if upcoming.startswith("attempt ") and budget is not None and (spend["costUsd"] or 0) >= budget:
-        # what run and the loop refuse; a forecast from prices needs the executor: run --plan
-        from tf_fsm.executors.accounting import budget_reason
+    if upcoming.startswith("attempt "):
+        # the loop's own test, which run refuses too; a price forecast needs the executor
+        from tf_fsm.executors.accounting import budget_reason, over_budget
 
-        upcoming, skip = f"nothing: {budget_reason(spend['costUsd'] or 0.0, budget)}", True
+        if (over := over_budget(events, settings)) is not None:
+            upcoming, skip = f"nothing: {budget_reason(*over)}", True
     return {
         "ticket": ticket_id,
         "next": upcoming,
@@ -139,12 +139,12 @@ def _events(store: TicketStore) -> list[Event]:
 
 def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:
     """What `tf-fsm run` would do next, and why, in one line (read-only)."""
-    from tf_fsm.escalation import next_tier, should_retry, stopped
+    from tf_fsm.escalation import NO_ATTEMPT_ALLOWED, next_tier, should_retry, stopped
     from tf_fsm.resume import gate_decided, resume_point
 
     cur = state.current if state else None
     if (state is None or cur is None) and settings.max_retries == 0:
-        return "nothing: workflow.escalation.maxRetries is 0: no attempt may run"
+        return f"nothing: {NO_ATTEMPT_ALLOWED}"
     if state is None or cur is None:
         return "attempt 1 (initial)"
     if state.has_open_attempt:
