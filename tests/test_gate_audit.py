@@ -16,6 +16,7 @@ from tests.e2e.conftest import Harness
 from tf_fsm._process import tail
 from tf_fsm.config import QualityGate
 from tf_fsm.gates import GATE_OUTPUT_KEEP, run_gates
+from tf_fsm.prompts import INLINE_CAP, inline
 from tf_fsm.redact import Redactor
 
 SECRET = "Zq8vR3mK9pL2xW7nT4bY6cH1jF5gD0sAeU3iO8"  # 38 characters, in $MY_API_TOKEN
@@ -245,3 +246,16 @@ def test_huge_gate_output_is_bounded_and_says_so(e2e: Harness) -> None:
     assert "FIRST" in log and log.rstrip().endswith("LAST")
     assert "bytes of output dropped" in log
     assert "LAST" in (e2e.dir / "close-summary.md").read_text()
+
+
+def test_inline_reason_drops_a_key_cut_at_its_read_limit() -> None:
+    # A tampered chain-context reason: a whitespace run pushes a key to the 1200-character read
+    # limit, where only its first part would be read; collapsed, it would land inside the cap.
+    redact = Redactor([SECRET])
+    for secret in (SECRET, GITHUB):
+        for shift in range(1, 30):
+            reason = "x" + " " * (INLINE_CAP * 4 - shift - 1) + secret + " tail"
+            line = inline(reason, redact)
+            assert len(line) <= INLINE_CAP and line.startswith("x")
+            assert not leaks(line, secret), (secret, shift, line)
+    assert inline("a  b\n\n## c", redact) == "a b ## c"  # short text: whole, on one line

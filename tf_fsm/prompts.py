@@ -52,6 +52,7 @@ PRIOR_RAW_CAP = 8 * 1024  # seed 003: built from at most 8 KB of raw text ...
 PRIOR_FENCED_CAP = 4 * 1024  # ... and at most 4 KB once fenced
 FENCE = "````"
 _BACKTICK_RUN = re.compile(r"`{3,}")
+_LAST_WORD = re.compile(r"\S+\Z")
 _TRUNCATED = "\n[... truncated ...]"
 
 
@@ -245,7 +246,12 @@ INLINE_CAP = 300  # characters of a prior attempt's one-line reason, outside the
 def inline(text: str, redact: Callable[[str], str]) -> str:
     """A prior attempt's short text (its reason) for a line outside the fence: redacted, one
     line (no heading or list can start), backtick runs neutralized, at most INLINE_CAP."""
-    flat = " ".join(redact(text[: INLINE_CAP * 4]).split())
+    head = text[: INLINE_CAP * 4]
+    if len(head) < len(text):
+        # The cut word may be a key's first part, too short to be recognised: drop it. A long
+        # whitespace run before it collapses, so the cut can fall inside INLINE_CAP.
+        head = _LAST_WORD.sub("", head)
+    flat = " ".join(redact(head).split())
     flat = _BACKTICK_RUN.sub(lambda m: "'" * len(m.group()), flat)
     return flat if len(flat) <= INLINE_CAP else flat[: INLINE_CAP - 1] + "…"
 
