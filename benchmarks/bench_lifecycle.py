@@ -10,6 +10,11 @@
    processes alone. The same through the `tf-fsm run` CLI is printed too, not budgeted: its
    extra is interpreter start-up, which bench_startup.py budgets.
 
+Two diagnostics say how far any code could get on this disk: the floor (the files the kept
+pi-ticketflow formats make a lifecycle write, and a journal append per phase, all fsynced as
+the durability rule requires, with no tf_fsm code at all), and both sides again on tmpfs,
+where fsync is free, to compare code with code.
+
     python benchmarks/bench_lifecycle.py [--lifecycles N]
 """
 
@@ -30,12 +35,18 @@ from typing import Any, TypedDict
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget, median_seconds, ms
 
+from tf_fsm._atomic import atomic_write_bytes, fsync_dir
 from tf_fsm.config import settings_from_dict
 from tf_fsm.executors.base import Invocation, InvocationResult
 from tf_fsm.orchestrator import RunOptions, run_ticket
-from tf_fsm.store import atomic_write_bytes
 
 PHASES_PER_LIFECYCLE = 13
+# The writes pi-ticketflow's formats require of this lifecycle: per attempt review.md,
+# post-fix-verification.md and .json, close-summary.md, chain-context.json and retry-state.json
+# (the end of one attempt and the start of the next in one write); retry-state.json at the
+# first start; the ticket file at start and at close. Prompt and log copies are not counted.
+FORMAT_WRITES = 3 * 6 + 1 + 2
+TMPFS = Path("/dev/shm")  # noqa: S108 - only a parent for tempfile's own private directories
 REVIEW = "# Review: {id}\n\n## Major (should fix)\n{major}\n\n## Summary Statistics\n- Major: {n}\n"
 SETTINGS: dict[str, Any] = {
     "workflow": {
@@ -92,8 +103,8 @@ def project(root: Path, tickets: int, extra: dict[str, Any] | None = None) -> No
         )
 
 
-def tf_fsm_per_phase(lifecycles: int) -> float:
-    with tempfile.TemporaryDirectory() as tmp:
+def tf_fsm_per_phase(lifecycles: int, directory: Path | None = None) -> float:
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
         root = Path(tmp)
         project(root, lifecycles + 1)
         settings = settings_from_dict(json.loads((root / ".tf/config/settings.json").read_text()))
@@ -113,7 +124,34 @@ def fsync_write(directory: Path, repeat: int = 200) -> float:
     return median_seconds(lambda: atomic_write_bytes(directory / "f.bin", data), repeat)
 
 
-def langgraph_per_node(lifecycles: int) -> float | None:
+def formats_floor(directory: Path, lifecycles: int) -> float:
+    """Seconds per phase of the disk work alone: FORMAT_WRITES atomic fsynced 2 KB writes spread
+    over the 13 phases, then per phase one directory fsync (the renames, grouped) and one
+    fsynced 300-byte journal append. No parsing, rendering or state: nothing can cost less
+    and keep the formats and the durability rule."""
+    data, line = b"x" * 2048, b"e" * 299 + b"\n"
+    times = []
+    for n in range(lifecycles + 1):
+        ticket = directory / f"floor-{n}"
+        start = time.perf_counter()
+        ticket.mkdir()
+        journal = os.open(ticket / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        written = 0
+        for phase in range(PHASES_PER_LIFECYCLE):
+            while (
+                written < FORMAT_WRITES and written * PHASES_PER_LIFECYCLE // FORMAT_WRITES == phase
+            ):
+                atomic_write_bytes(ticket / f"{written}.md", data, sync_dir=False)
+                written += 1
+            fsync_dir(ticket)
+            os.write(journal, line)
+            os.fsync(journal)
+        os.close(journal)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:]) / PHASES_PER_LIFECYCLE
+
+
+def langgraph_per_node(lifecycles: int, directory: Path | None = None) -> float | None:
     try:
         from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, StateGraph
@@ -148,7 +186,7 @@ def langgraph_per_node(lifecycles: int) -> float | None:
         graph.add_edge(a, b)
     graph.add_conditional_edges("close", after_close, ["retry", END])
     graph.add_edge("retry", "review")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
         conn = sqlite3.connect(Path(tmp) / "lg.sqlite", check_same_thread=False)
         app = graph.compile(checkpointer=SqliteSaver(conn))
         times = []
@@ -239,10 +277,33 @@ def main() -> None:
         2.0,
         f"ratio {per_phase / limit:.1f} (budget <= 2)",
     )
+    with tempfile.TemporaryDirectory() as tmp:
+        floor = formats_floor(Path(tmp), args.lifecycles)
+    print(
+        f"floor: {FORMAT_WRITES} fsynced format files and {PHASES_PER_LIFECYCLE} fsynced journal "
+        f"appends per lifecycle, no tf_fsm code: {ms(floor)} per phase = "
+        f"{floor / limit:.2f} x the fsync write (budget 2 x)"
+        + ("" if lg is None else f", {floor / lg:.2f} x LangGraph per node (budget 0.5 x)")
+    )
+    if TMPFS.is_dir():
+        code = tf_fsm_per_phase(args.lifecycles, TMPFS)
+        lg_code = langgraph_per_node(args.lifecycles, TMPFS)
+        print(
+            f"on tmpfs (fsync free, code against code): tf_fsm per phase {ms(code)}"
+            + (
+                ""
+                if lg_code is None
+                else f", LangGraph per node {ms(lg_code)}, ratio {code / lg_code:.2f}"
+            )
+        )
     wall, alone, cli, cli_alone = with_processes(max(3, args.lifecycles // 3))
     print(
         f"with a real agent process: run_ticket {ms(wall)} per lifecycle, "
         f"the same processes spawned alone {ms(alone)}"
+    )
+    print(
+        f"floor: the format files and journal appends alone add {ms(floor * PHASES_PER_LIFECYCLE)} "
+        f"per lifecycle, {floor * PHASES_PER_LIFECYCLE / alone:.2f} x the processes (budget 0.10 x)"
     )
     budget(
         "wall time vs spawning the agents",
