@@ -49,6 +49,30 @@ def test_settings_shows_escalation_per_attempt(
     assert "openai-codex/gpt-5.3-codex *" in table.stdout
 
 
+def test_settings_shows_a_template_frontmatter_model_as_a_run_would_use_it(
+    project: Path, write_settings: Callable[[dict[str, Any]], Path]
+) -> None:
+    write_settings(
+        {
+            "metaModels": {"strong": {"model": "openai-codex/gpt-5.3-codex"}},
+            "workflow": {"escalation": {"enabled": True, "models": {"fixer": "strong"}}},
+        }
+    )
+    (project / ".tf/prompts").mkdir()
+    (project / ".tf/prompts/tf-fix.md.j2").write_text("---\nmodel: p/fm-fixer\n---\nFix it.\n")
+    data = json.loads(run_cli("settings", "--json").stdout)
+    fixer = data["roles"]["fixer"]
+    assert fixer["frontmatter"] == "p/fm-fixer" and fixer["model"] == "zai/glm-5"
+    assert fixer["byAttempt"] == {
+        "1": "p/fm-fixer",
+        "2": "openai-codex/gpt-5.3-codex",
+        "3": "openai-codex/gpt-5.3-codex",
+    }
+    assert data["roles"]["worker"]["frontmatter"] is None
+    table = run_cli("settings").stdout
+    assert "p/fm-fixer ^" in table and "openai-codex/gpt-5.3-codex *" in table
+
+
 def test_settings_on_pi_ticketflow_file_warns_but_succeeds(project: Path) -> None:
     (project / ".tf/config/settings.json").write_bytes(
         (DATA / "pi-ticketflow/package-settings.json").read_bytes()

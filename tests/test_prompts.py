@@ -169,6 +169,20 @@ def test_bad_frontmatter_names_line(tmp_path: Path) -> None:
     assert (meta, body, offset) == ({"thinking": "high"}, "hi", 4)
 
 
+def test_nul_in_a_template_model_is_a_template_error_not_a_crash(project: Path) -> None:
+    # The model reaches the agent's argv, where a NUL is an internal error at run time.
+    (project / ".tf/prompts").mkdir()
+    template = project / ".tf/prompts/tf-implement.md.j2"
+    template.write_text("---\nmodel: p/a\x00b\n---\nImplement {{ ticket.id }}.\n")
+    (project / ".tickets").mkdir()
+    (project / ".tickets/pt-1.md").write_text("---\nid: pt-1\nstatus: open\ndeps: []\n---\n# T\n")
+    for command in (("settings",), ("run", "pt-1", "--plan")):
+        result = run_cli(*command)
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"{template}:2" in result.stderr and "NUL character" in result.stderr, command
+        assert "internal error" not in result.stderr
+
+
 FENCE_LINE = re.compile(r"^`{3,}")
 
 

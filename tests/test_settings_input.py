@@ -173,6 +173,13 @@ def test_nul_in_knowledge_dir_exits_2_not_a_crash(
             {"workflow": {"qualityGates": [{"name": "t", "command": "x", "cwd": "sub\x00"}]}},
             "workflow.qualityGates.0.cwd",
         ),
+        ({"metaModels": {"m": {"model": "p/a\x00b"}}}, "metaModels.m.model"),
+        ({"metaModels": {"m": {"model": "p/a", "thinking": "hi\x00"}}}, "metaModels.m.thinking"),
+        ({"agents": {"worker": "m\x00"}}, "agents.worker"),
+        (
+            {"workflow": {"escalation": {"models": {"fixer": "p/\x00"}}}},
+            "workflow.escalation.models.fixer",
+        ),
         (
             {"workflow": {"qualityGates": [{"name": "t", "command": "pytest\x00"}]}},
             "workflow.qualityGates.0.command",

@@ -116,12 +116,16 @@ def _existing_dir(path: Path, source: str) -> Path:
 def cmd_settings(args: argparse.Namespace) -> int:
     from tf_fsm.config import load_settings
     from tf_fsm.escalation import resolve
+    from tf_fsm.prompts import PromptLibrary
 
-    loaded = load_settings(_root(args))
+    root = _root(args)
+    loaded = load_settings(root)
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     wf = loaded.workflow
-    tiers = {n: resolve(n, loaded) for n in (1, 2, 3)}
+    # A template's frontmatter model outranks the settings mapping (seed 002), as in a run.
+    frontmatter = PromptLibrary(root).frontmatter()
+    tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in (1, 2, 3)}
     if args.json:
         out: dict[str, Any] = {
             "path": str(loaded.path) if loaded.path else None,
@@ -132,6 +136,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
                     "model": rm.model,
                     "thinking": rm.thinking,
                     "source": rm.source,
+                    "frontmatter": frontmatter.get(role, (None, None))[0],
                     "byAttempt": {str(n): tiers[n].roles[role].model for n in tiers},
                 }
                 for role, rm in loaded.roles.items()
@@ -146,10 +151,12 @@ def cmd_settings(args: argparse.Namespace) -> int:
     print(f"escalation: {'enabled' if esc.enabled else 'disabled'}, maxRetries {esc.maxRetries}")
     from rich.table import Table
 
-    table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption="* escalated")
+    marks = {"escalated": " *", "frontmatter": " ^"}
+    caption = "* escalated, ^ from the role's template frontmatter"
+    table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption=caption)
     for role in loaded.roles:
         cells = [tiers[n].roles[role] for n in (1, 2, 3)]
-        table.add_row(role, *(f"{c.model}{' *' if c.escalated else ''}" for c in cells))
+        table.add_row(role, *(f"{c.model}{marks.get(c.source, '')}" for c in cells))
     _console().print(table)
     return EXIT_OK
 

@@ -93,6 +93,10 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, str], str, int]:
             raise PromptTemplateError(
                 path, f"frontmatter line must be one of {', '.join(META_KEYS)}: {line!r}", number
             )
+        if "\0" in value:
+            raise PromptTemplateError(
+                path, f"frontmatter {key.strip()}: contains a NUL character (\\u0000)", number
+            )
         if value.strip():
             meta[key.strip()] = value.strip()
     return meta, "\n".join(lines[end + 1 :]), end + 1

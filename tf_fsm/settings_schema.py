@@ -115,17 +115,17 @@ OsStr = Annotated[str, AfterValidator(_no_nul)]
 
 
 class MetaModel(_Section):
-    model: str = Field(min_length=1)
-    thinking: str | None = None
+    model: OsStr = Field(min_length=1)  # an agent's argument, as thinking is
+    thinking: OsStr | None = None
     description: str | None = None
 
 
 class EscalationModels(_Section):
     """Escalated model per role: a metaModels name or a provider/model id; null = base model."""
 
-    fixer: str | None = None
-    reviewerSecondOpinion: str | None = None
-    worker: str | None = None
+    fixer: OsStr | None = None
+    reviewerSecondOpinion: OsStr | None = None
+    worker: OsStr | None = None
 
 
 class Escalation(_Section):
@@ -304,7 +304,7 @@ def _check_placeholders(arg: str) -> None:
 class Settings(_Section):
     schema_: str | None = Field(default=None, alias="$schema")
     metaModels: dict[str, MetaModel] = Field(default_factory=dict)
-    agents: dict[str, str] = Field(default_factory=dict)
+    agents: dict[str, OsStr] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
     checkers: Any = None  # pi-ticketflow's per-language lint/format commands; not used here
     workflow: Workflow = Workflow()
