@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget, median_seconds, ms
 
 from tf_fsm import machine, selection
+from tf_fsm.backlog import _read_bytes
 from tf_fsm.config import settings_from_dict
 from tf_fsm.ralph import Loop, LoopOptions, Plan
 from tf_fsm.ralph_view import Reporter
@@ -206,10 +207,7 @@ def memory_budgets(root: Path, count: int) -> None:
 
 def _read_files(directory: Path) -> None:
     for entry in os.scandir(directory):
-        fd = os.open(entry.path, os.O_RDONLY)
-        while os.read(fd, 65536):
-            pass
-        os.close(fd)
+        _read_bytes(entry.path)  # the scan's own read, without the parse
 
 
 def compare_tk(tk: str, root: Path, count: int, cli_seconds: float) -> None:

@@ -152,7 +152,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     marks = {"escalated": " *", "frontmatter": " ^"}
-    caption = "* escalated, ^ from the role's template frontmatter"
+    caption = "* escalated, ^ model or thinking from the role's template frontmatter"
     table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption=caption)
     for role in loaded.roles:
         cells = [tiers[n].roles[role] for n in (1, 2, 3)]
