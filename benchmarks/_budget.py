@@ -1,10 +1,45 @@
-"""Shared by the benchmarks: medians, and the PASS/FAIL line each budget prints."""
+"""Shared by the benchmarks: medians, the PASS/FAIL line each budget prints, and the
+installed copy of tf_fsm every benchmark runs.
+
+Importing this module puts a byte-compiled copy of the package first on the path, of this
+process and of every process it starts (PYTHONPATH): tf_fsm laid out as a wheel installs it
+(prompts/ as tf_fsm/_prompts) and compiled as pip compiles it. Without it a process started
+here would compile the source of every module it imports, each time: this checkout is an
+editable install, and PYTHONDONTWRITEBYTECODE may keep Python from caching the bytecode.
+"""
 
 from __future__ import annotations
 
+import atexit
+import compileall
+import os
+import shutil
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def _install_copy() -> Path:
+    site = Path(tempfile.mkdtemp(prefix="tf-fsm-bench-"))
+    atexit.register(shutil.rmtree, site, ignore_errors=True)
+    package = site / "tf_fsm"
+    shutil.copytree(CHECKOUT / "tf_fsm", package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(CHECKOUT / "prompts", package / "_prompts")
+    if not compileall.compile_dir(package, quiet=1):
+        raise SystemExit(f"cannot byte-compile the copy of tf_fsm in {site}")
+    sys.path.insert(0, str(site))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(site), os.environ.get("PYTHONPATH")])
+    )
+    return site
+
+
+INSTALLED = _install_copy()
 
 RESULTS: list[tuple[str, bool]] = []
 

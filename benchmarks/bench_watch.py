@@ -10,6 +10,9 @@ running in this process (as `tf-fsm watch` would, minus its start-up).
 Baseline, same run: watchdog's inotify observer delivering the event of an `os.replace`
 (MEASURED.md: 0.64 ms). Ratios are what to compare across machines.
 
+Budget 5: the median from written and stable to the next phase started is at most the
+debounce + 20 ms, i.e. at most 20 ms from the instant the artifact counts as stable.
+
 python benchmarks/bench_watch.py [--tickets N] [--stable SECONDS]
 """
 
@@ -29,6 +32,9 @@ from typing import Any
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _budget import budget
 
 from tf_fsm.orchestrator import run_ticket
 from tf_fsm.watch import Watch
@@ -149,6 +155,9 @@ def watch_latency(tickets: int, stable: float) -> tuple[list[float], list[float]
     return total, detect
 
 
+LATENCY = 0.020  # budget 5: debounce + 20 ms, from the written artifact
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tickets", type=int, default=5, help="tickets, 3 hand-offs each")
@@ -167,6 +176,8 @@ def main() -> int:
     print(f"  of which stable -> run resumed (detection): median {med_detect * 1e3:.1f} ms")
     ratios = f"{med / args.stable:.3f}; to the inotify baseline: {med / base:.0f}x"
     print(f"  ratio to the debounce: {ratios}")
+    detail = f"median {med * 1e3:.1f} ms after the debounce (budget <= {LATENCY * 1e3:.0f} ms)"
+    budget("hand-off stable -> next phase started", med, LATENCY, detail)
     return 0
 
 

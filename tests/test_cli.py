@@ -22,6 +22,15 @@ def test_help_documents_exit_codes() -> None:
     assert "settings" in result.stdout
 
 
+def test_help_wraps_at_the_terminal_width_from_columns() -> None:
+    """The width comes from $COLUMNS as shutil would give it, without importing shutil."""
+    for columns in (50, 120):
+        result = run_cli("tickets", "--help", env={"COLUMNS": str(columns)})
+        options = result.stdout.split("\noptions:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert max(len(line) for line in options) <= columns - 2
+        assert max(len(line) for line in options) > 48 or columns == 50, options
+
+
 def test_usage_error_exits_2() -> None:
     result = run_cli("no-such-command")
     assert result.returncode == 2

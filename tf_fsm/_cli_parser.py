@@ -5,6 +5,8 @@ runs), tf_fsm._cli_query (read-only queries) and tf_fsm._cli_tools."""
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from tf_fsm import __version__
 from tf_fsm._cli_query import cmd_gate, cmd_prompts, cmd_status, cmd_tickets
@@ -66,13 +68,37 @@ exit codes:
 """
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with the width found without shutil: argparse builds a formatter for every
+    argument added, and shutil (which loads bz2 and lzma) was a tenth of the start-up of a
+    command as quick as `tf-fsm tickets ready`."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+def _columns() -> int:
+    """shutil.get_terminal_size's columns: $COLUMNS when positive, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns if stdout else 0) or 80
+    except (ValueError, OSError):
+        return 80
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tf-fsm",
         description="Drive AI coding agents over a tk ticket backlog: research -> implement -> "
         "review -> fix -> verify -> close, with quality gates and tiered model escalation.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tf-fsm {__version__}")
     root_help = "project root (default: $TF_FSM_ROOT, else walk up to .tf/ or .tickets/)"
@@ -80,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--root", help=root_help)
     parser.add_argument("--verbose", action="store_true", help=verbose_help)
     # The same options after the subcommand too; SUPPRESS keeps a value given before it.
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
     common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
     common.add_argument(
         "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
@@ -94,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
             description=help_,
             epilog=EPILOG,
             parents=[common],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=_Formatter,
         )
 
     p = add("settings", "validate .tf/config/settings.json and show each role's model per attempt")
@@ -224,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="print what `tk ready`, `tk blocked` or `tk show ID` print (docs/ralph.md)",
         epilog=TICKETS_EPILOG,
         parents=[common],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     p.add_argument("action", choices=["ready", "blocked", "show"])
     p.add_argument("ticket", nargs="?", metavar="TICKET", help="show: a ticket id (or part of one)")
@@ -240,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         "runs have started, or Ctrl-C. Progress goes to .tf/ralph/progress.md.",
         epilog=RALPH_EPILOG,
         parents=[common],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     p.add_argument(
         "--workers", type=_positive, help="tickets at once (default ralph.parallelWorkers)"

@@ -184,9 +184,15 @@ def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bo
 
 
 def cmd_tickets(args: argparse.Namespace) -> int:
-    from tf_fsm import selection, tickets
+    import gc
 
-    backlog = tickets.scan(tickets.tickets_dir(_root(args)))
+    from tf_fsm import selection
+    from tf_fsm.backlog import scan, tickets_dir
+
+    # A short-lived process that makes no garbage cycles: the cyclic collector would only walk
+    # the records of a large backlog again and again (39 passes, about 10 ms at 10k tickets).
+    gc.disable()
+    backlog = scan(tickets_dir(_root(args)))
     for problem in backlog.problems:
         print(f"tf-fsm: warning: {problem}", file=sys.stderr)
     if args.action == "show":

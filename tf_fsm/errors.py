@@ -4,8 +4,8 @@ so the CLI can print it (and map it to an exit code) without knowing how it was 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 class TfFsmError(Exception):
@@ -22,8 +22,7 @@ class TfFsmError(Exception):
         return self.message
 
 
-@dataclass(frozen=True)
-class SettingsProblem:
+class SettingsProblem(NamedTuple):
     """One thing wrong in a settings file: where (dotted key path) and what."""
 
     key: str

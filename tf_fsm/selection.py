@@ -18,11 +18,10 @@ import fnmatch
 import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from tf_fsm.tickets import Backlog, TkRecord
+from tf_fsm.backlog import Backlog, TkRecord
 
 ACTIVE = ("open", "in_progress")
 
@@ -59,8 +58,7 @@ def awk_compare(a: str, b: str) -> int:
     return (ba > bb) - (ba < bb)
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     """One output line of tk ready/blocked, split the way tk splits it."""
 
     record: TkRecord
@@ -118,14 +116,14 @@ def unclosed_deps(rec: TkRecord, backlog: Backlog) -> list[str]:
 def ready(backlog: Backlog, assignee: str | None = None, tag: str | None = None) -> list[Line]:
     """`tk ready -a ASSIGNEE -T TAG`, in tk's order."""
     records = backlog.records
+    # A dep is met when its ticket is closed; "" counts as met because tk skips empty items.
+    met = {"", *(tid for tid, rec in records.items() if rec.status == "closed")}
     out: list[Line] = []
     filtered = bool(assignee or tag)
     for rec in records.values():  # the whole backlog: the cheap tests come first
         if rec.status not in ACTIVE or (filtered and not _wanted(rec, assignee, tag)):
             continue
-        if not rec.deps or all(
-            (d := records.get(dep)) is not None and d.status == "closed" for dep in rec.dep_list()
-        ):
+        if not rec.deps or met.issuperset(rec.deps.split(",")):
             joined = f"{rec.priority}|{rec.id}|{rec.status}|{rec.title}"
             out.append(Line(rec, tuple(joined.split("|"))))
     return tk_sort(out)

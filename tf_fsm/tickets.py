@@ -7,18 +7,19 @@ lines it changes, so tk keeps reading every file we write.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tf_fsm.backlog import TICKETS_ENV as TICKETS_ENV
 from tf_fsm.backlog import Backlog as Backlog
 from tf_fsm.backlog import ScanCache as ScanCache
 from tf_fsm.backlog import ScanProblem as ScanProblem
 from tf_fsm.backlog import TkRecord as TkRecord
 from tf_fsm.backlog import awk_view as awk_view
 from tf_fsm.backlog import scan as scan
+from tf_fsm.backlog import tickets_dir as tickets_dir
 from tf_fsm.errors import TicketError
 
 
@@ -26,9 +27,6 @@ def utc_stamp(moment: datetime) -> str:
     """tk's timestamps (`date -u +%Y-%m-%dT%H:%M:%SZ`). Kept here rather than imported from
     tf_fsm.state so that reading tickets does not load pydantic (`tf-fsm tickets` stays fast)."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-TICKETS_ENV = "TICKETS_DIR"
 
 
 @dataclass(frozen=True)
@@ -48,14 +46,6 @@ class Ticket:
         # tk: gsub(/[\[\] ]/, "", value), then split on ",": inner spaces go too.
         raw = self.fields.get(key, "").translate({ord("["): None, ord("]"): None, ord(" "): None})
         return [item for item in raw.split(",") if item]
-
-
-def tickets_dir(root: Path) -> Path:
-    configured = os.environ.get(TICKETS_ENV)
-    if configured:
-        path = Path(configured)
-        return path if path.is_absolute() else root / path
-    return root / ".tickets"
 
 
 def ticket_path(root: Path, ticket_id: str) -> Path:

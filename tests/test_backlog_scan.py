@@ -1,0 +1,149 @@
+"""The backlog scan's fast paths give what the plain ones give: the one-regex field read
+against a line-by-line transcription of tk's awk, and the forked reader process (a large
+backlog) against one process reading every file, also when the reader dies half way."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import run_cli
+from tests.test_selection import write_backlog
+from tf_fsm.backlog import awk_view, scan
+
+_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
+
+
+def _awk(text: str) -> dict[str, str] | None:
+    """tk's awk over one file, a record at a time: `---` toggles, `/^key:/` takes `$2` of
+    FS=": ", the first `# ` line outside the frontmatter is the title."""
+    values = dict.fromkeys(_KEYS, "")
+    title, inside = "", False
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if line == "---":
+            inside = not inside
+        elif inside:
+            for key in _KEYS:
+                if line.startswith(f"{key}:"):
+                    fields = line.split(": ")
+                    values[key] = fields[1] if len(fields) > 1 else ""
+        elif line.startswith("# ") and not title:
+            title = line[2:]
+    if not values["id"]:
+        return None
+    for key in ("deps", "tags", "links"):
+        values[key] = "".join(c for c in values[key] if c not in "[] ")
+    return {**values, "priority": values["priority"] or "2", "title": title}
+
+
+# Lines that make the field read's corner cases: a key with and without ": " after it, a
+# second ": ", CRs, `---` lines in the body, names that only start like a key.
+_HEADS = [*_KEYS, "ids", "", "---", "# t", "x"]
+_TAILS = [":", " ", ": ", "x", "[", "]", ",", "\r", "---", "# "]
+_LINE = st.builds(
+    lambda head, tail: head + "".join(tail),
+    st.sampled_from(_HEADS),
+    st.lists(st.sampled_from(_TAILS), max_size=6),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_LINE, max_size=14), st.booleans(), st.booleans())
+def test_field_read_equals_a_line_by_line_awk(lines: list[str], opened: bool, end: bool) -> None:
+    text = ("---\nid: q\n" if opened else "") + "\n".join(lines) + ("\n" if end else "")
+    record = awk_view(text, "t.md")
+    expected = _awk(text)
+    got = None if record is None else {k: getattr(record, k) for k in (*_KEYS, "title")}
+    assert got == expected
+
+
+# Runs in a fresh process: no thread a test left behind can keep the scan from forking.
+_COMPARE = """
+import json, sys
+from pathlib import Path
+from tf_fsm import backlog
+
+directory, mode = Path(sys.argv[1]), sys.argv[2]
+assert backlog._may_fork(), "this machine cannot fork a reader: the test proves nothing"
+def run(min_files):
+    backlog.FORK_MIN_FILES = min_files
+    found = backlog.scan(directory)
+    return {i: list(r) for i, r in found.records.items()}, [
+        str(p) for p in found.problems
+    ]
+alone = run(10**9)
+if mode == "dies":  # the reader sends 3 batches, then exits as if killed
+    reader = backlog._reader
+    backlog._reader = lambda wfd, paths: reader(wfd, paths[: 3 * backlog._BATCH])
+backlog._BATCH = 7
+forked = run(1)
+print(json.dumps({"same": forked == alone, "records": len(alone[0]), "problems": alone[1]}))
+"""
+
+
+def _compare(directory: Path, mode: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", _COMPARE, str(directory), mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_a_forked_reader_gives_what_one_process_reads(tmp_path: Path) -> None:
+    directory = tmp_path / "b"
+    write_backlog(directory, seed=11, size=300)
+    (directory / "zz-dir.md").mkdir()  # read fails (a directory): a problem, in its place
+    result = _compare(directory, "normal")
+    assert result["same"] is True
+    assert result["records"] == 300
+    problems = result["problems"]
+    assert isinstance(problems, list)
+    assert any("zz-dir.md: cannot read: Is a directory" in p for p in problems), problems
+
+
+def test_a_reader_that_dies_half_way_leaves_the_rest_to_this_process(tmp_path: Path) -> None:
+    directory = tmp_path / "b"
+    write_backlog(directory, seed=12, size=200)
+    assert _compare(directory, "dies")["same"] is True
+
+
+def test_tickets_ready_is_the_same_above_the_fork_threshold(tmp_path: Path) -> None:
+    """Above FORK_MIN_FILES the CLI reads through the reader process: same bytes as tk's
+    awk transcription in tests/test_selection.py, on a backlog big enough to fork."""
+    from tests.test_selection import _AwkTk
+
+    root = tmp_path / "p"
+    directory = root / ".tickets"
+    write_backlog(directory, seed=5, size=2100)
+    names = [p for p in directory.iterdir() if p.name.endswith(".md")]
+    assert len(names) > 2000
+    done = run_cli("--root", str(root), "tickets", "ready", cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == _AwkTk(directory).ready()
+
+
+def test_files_are_taken_in_byte_order_as_tk_s_glob_takes_them(tmp_path: Path) -> None:
+    """The later file of two with one id wins, as in tk, and "later" is byte order: a name
+    with a byte that is not UTF-8 sorts after U+E000 as bytes, before it as a decoded str."""
+    directory = tmp_path / "t"
+    directory.mkdir()
+    files = {"\ue000.md".encode(): "open", b"\xff.md": "closed"}  # in tk's (byte) order
+    for name, status in files.items():
+        with open(os.fsencode(directory) + b"/" + name, "wb") as out:
+            out.write(f"---\nid: dup\nstatus: {status}\n---\n# D\n".encode())
+    found = scan(directory)
+    assert found.records["dup"].status == "closed"
+    assert [p.problem for p in found.problems] == ["id dup is also in \ue000.md; this one wins"]
