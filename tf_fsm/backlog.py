@@ -1,6 +1,7 @@
 """The whole backlog, read as tk's awk reads it: one record per `.tickets/*.md` file, in one
-pass (`tf-fsm tickets`, the loop's selection), and the cache that lets the loop's later passes
-stat unchanged files instead of reading them. tf_fsm.tickets reads and edits one ticket."""
+pass (`tf-fsm tickets`, the loop's selection; a large backlog read once is read by a forked
+reader while this process parses), and the cache that lets the loop's later passes stat
+unchanged files instead of reading them. tf_fsm.tickets reads and edits one ticket."""
 
 from __future__ import annotations
 
