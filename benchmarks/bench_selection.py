@@ -15,8 +15,9 @@ Budgets: 10k <= 0.5 s; 100k <= 12 x 10k (linear); peak memory of a 100k process 
 (the CLI's and the loop selection's, each in a fresh process); no state machine built while
 selecting. With `--tk PATH` (a tk script; nothing is vendored here) it also times `tk ready`
 and `tf-fsm tickets ready` on the 10k backlog, 5 times each in turns, checks both print the
-same bytes and wants tf_fsm >= 10 x faster (medians), then prints where the time goes: the CLI on an empty backlog, reading the files, parsing
-them (the scan overlaps those two, in two processes), and selecting and printing.
+same bytes and wants tf_fsm >= 10 x faster (medians), then prints where the time goes: the
+CLI on an empty backlog, reading the files, parsing them (the scan overlaps those two, in two
+processes), and selecting and printing.
 
     python benchmarks/bench_selection.py [--sizes 10000,100000] [--tk /path/to/tk] [--repeat 3]
 """
