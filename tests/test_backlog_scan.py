@@ -147,3 +147,46 @@ def test_files_are_taken_in_byte_order_as_tk_s_glob_takes_them(tmp_path: Path) -
     found = scan(directory)
     assert found.records["dup"].status == "closed"
     assert [p.problem for p in found.problems] == ["id dup is also in \ue000.md; this one wins"]
+
+
+# A fresh process: the freeze is process-wide.
+_FREEZE = """
+import gc, sys, weakref
+from pathlib import Path
+from tf_fsm import backlog
+
+backlog.FREEZE_MIN_FILES, backlog.FULL_COLLECTION_EVERY = 5, 3
+directory = Path(sys.argv[1])
+cache = backlog.ScanCache(racy_ns=0)
+class Node:
+    pass
+freed = []
+def cycle():
+    node = Node()
+    node.self = node
+    weakref.finalize(node, freed.append, 1)
+cycle()  # cyclic garbage, alive for the collector until it runs
+before = gc.get_freeze_count()
+found = backlog.scan(directory, cache)
+frozen = gc.get_freeze_count() - before
+print(len(found.records), gc.isenabled(), frozen > len(found.records), freed == [])
+for _ in range(3):
+    backlog.scan(directory, cache)
+print(freed == [1], gc.isenabled())
+"""
+
+
+def test_a_loop_scan_freezes_its_records_and_frees_cycles_a_freeze_caught(tmp_path: Path) -> None:
+    """The loop's scan of a large backlog pauses the collector, leaves the records frozen out
+    of its sight, and every FULL_COLLECTION_EVERY scans collects once: a cycle that a freeze
+    caught is freed late, not lost."""
+    directory = tmp_path / "b"
+    write_backlog(directory, seed=3, size=20)
+    done = subprocess.run(
+        [sys.executable, "-c", _FREEZE, str(directory)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    first, later = done.stdout.splitlines()
+    records, enabled, frozen, not_yet = first.split()
+    assert int(records) > 5 and (enabled, frozen, not_yet) == ("True", "True", "True")
+    assert later == "True True"
