@@ -13,7 +13,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from signal import Signals
 
 _TOGGLE = re.compile(r"^---$", re.MULTILINE)
 _AWK_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
@@ -231,15 +234,33 @@ def _may_fork() -> bool:
     )
 
 
-def _reader(wfd: int, paths: list[str]) -> None:
+def _fork_reader(rfd: int, wfd: int, paths: list[str]) -> int:
+    """Fork the reader; returns its pid. SIGINT and SIGTERM are held back across the fork, so
+    that neither can raise in the child before it has left this process's code for good."""
+    import signal  # here: the module costs every other command a little start-up time
+
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _reader(rfd, wfd, paths, previous)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # the parent; the child never is
+    return pid
+
+
+def _reader(rfd: int, wfd: int, paths: list[str], mask: set[int | Signals]) -> None:
     """The forked reader: reads the files in order and sends them in batches, then exits
     without running this process's cleanups (it never returns)."""
+    import signal
+
     code = 1
     try:
-        import signal  # here: the module costs every other command a little start-up time
-
+        os.close(rfd)
         for number in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers
             signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         with os.fdopen(wfd, "wb") as out:
             for start in range(0, len(paths), _BATCH):
                 out.write(
@@ -261,10 +282,7 @@ def _read_files(paths: list[str], keyed: bool) -> Iterator[_Read]:
         yield from (_read_file(path, keyed) for path in paths)
         return
     rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(rfd)
-        _reader(wfd, paths)
+    pid = _fork_reader(rfd, wfd, paths)
     os.close(wfd)
     stream = os.fdopen(rfd, "rb")
     done = 0
