@@ -282,11 +282,11 @@ def _read_files(paths: list[str], keyed: bool) -> Iterator[_Read]:
         yield from (_read_file(path, keyed) for path in paths)
         return
     rfd, wfd = os.pipe()
-    pid = _fork_reader(rfd, wfd, paths)
-    os.close(wfd)
-    stream = os.fdopen(rfd, "rb")
-    done = 0
+    stream, sink = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")  # each closed once, on any path
+    done = pid = 0
     try:
+        pid = _fork_reader(rfd, wfd, paths)
+        sink.close()  # the reader's end: once the reader is gone, reading here ends
         while done < len(paths):
             try:
                 batch: list[_Read] = marshal.load(stream)  # noqa: S302 (our own reader's)
@@ -295,8 +295,10 @@ def _read_files(paths: list[str], keyed: bool) -> Iterator[_Read]:
             yield from batch
             done += len(batch)
     finally:
-        stream.close()  # first: a reader blocked on a full pipe then fails instead of waiting
-        os.waitpid(pid, 0)
+        sink.close()
+        stream.close()  # before the wait: a reader blocked on a full pipe then fails
+        if pid:  # (an interrupt may come before it is known: that reader fails on the pipe)
+            os.waitpid(pid, 0)
     yield from (_read_file(path, False) for path in paths[done:])
 
 
