@@ -52,6 +52,10 @@ def argv_of(gate: QualityGate) -> list[str]:
     return ["bash", "-c", gate.command] if isinstance(gate.command, str) else list(gate.command)
 
 
+def cwd_of(gate: QualityGate, root: Path) -> Path:
+    return root / gate.cwd if gate.cwd else root
+
+
 def max_retries(gate: QualityGate, default: int) -> int:
     """A gate's own maxRetries beats the global workflow.qualityGateMaxRetries."""
     return gate.maxRetries if gate.maxRetries is not None else default
@@ -73,16 +77,17 @@ def current_attempt(root: Path, settings: LoadedSettings, ticket_id: str) -> int
 
 
 def start_problem(
-    gate: QualityGate, root: Path, env: Mapping[str, str] | None = None
+    gate: QualityGate, root: Path, environ: Mapping[str, str] | None = None
 ) -> str | None:
-    """Why the gate cannot start (its cwd or its program is missing), or None. A command line
-    runs under bash: a program missing in it is bash's exit code 127, a failing check."""
-    cwd = root / gate.cwd if gate.cwd else root
+    """Why the gate cannot start (its cwd or its program is missing), or None. `environ` is
+    the gate's whole environment (default tf-fsm's own). A command line runs under bash: a
+    program missing in it is bash's exit code 127, a failing check."""
+    cwd = cwd_of(gate, root)
     if not cwd.is_dir():
         return f"its cwd {cwd} {'is not a directory' if cwd.exists() else 'does not exist'}"
     program = argv_of(gate)[0]
     try:
-        find_program(program, cwd, {**os.environ, **(env or {})})
+        find_program(program, cwd, os.environ if environ is None else environ)
     except PermissionError:
         return f"its program {program} is not executable"
     except OSError:
@@ -104,7 +109,7 @@ def check_gates(gates: Sequence[QualityGate], root: Path, settings_path: Path | 
 
 
 def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
-    cwd = root / gate.cwd if gate.cwd else root
+    cwd = cwd_of(gate, root)
     environ = {**os.environ, **(env or {})}
     problem = start_problem(gate, root, environ)
     if problem is not None:

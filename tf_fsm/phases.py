@@ -341,7 +341,7 @@ class PhaseRunner:
         gates = run_attempt_gates(self, feedback=passed) if self.wf.qualityGates else None
         if gates is not None and gates.failure:
             return gates.failure
-        if gates is not None and gates.blocking is not None and self.wf.enableQualityGate:
+        if gates is not None and gates.blocking is not None:  # never with the gate disabled
             blocker = gates.blocking
             why = (
                 f"quality gate {blocker.name} failed ({blocker.summary}) after "
