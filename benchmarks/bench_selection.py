@@ -49,7 +49,7 @@ from tf_fsm.config import settings_from_dict
 from tf_fsm.ralph import Loop, LoopOptions, Plan
 from tf_fsm.ralph_view import Reporter
 from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
-from tf_fsm.tickets import new_ticket, scan
+from tf_fsm.tickets import Backlog, new_ticket, scan
 
 WORKERS = 4
 LIMIT_10K = 0.5
@@ -136,9 +136,18 @@ def later_pass(loop: _SelectOnly) -> list[str]:
     return list(loop.running)
 
 
-def ready_in_process(root: Path) -> str:
-    backlog = scan(root / ".tickets")
+def ready_cli(root: Path | str) -> list[str]:
+    """`tf-fsm tickets ready` on the project at `root`, as a whole process."""
+    return [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+
+
+def ready_text(backlog: Backlog) -> str:
+    """What `tickets ready` prints for a scanned backlog."""
     return "".join(selection.ready_line(ln) + "\n" for ln in selection.ready(backlog))
+
+
+def ready_in_process(root: Path) -> str:
+    return ready_text(scan(root / ".tickets"))
 
 
 def run(argv: list[str], root: Path) -> bytes:
@@ -156,7 +165,7 @@ def measure(roots: dict[int, Path], repeat: int) -> dict[int, dict[str, float]]:
     machine's load (it is shared) weighs on both sides of the growth ratio alike."""
     steps: dict[int, dict[str, Callable[[], object]]] = {}
     for count, root in roots.items():
-        cli = [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+        cli = ready_cli(root)
         ours = ready_in_process(root)
         assert run(cli, root).decode("utf-8", "surrogateescape") == ours, "CLI != in-process"
         print(
@@ -199,7 +208,7 @@ def growth_budgets(small: int, large: int, figures: dict[int, dict[str, float]])
 
 
 def memory_budgets(root: Path, count: int) -> None:
-    cli = [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+    cli = ready_cli(root)
     select = [sys.executable, __file__, "--select-once", str(root)]
     for what, argv in (("tf-fsm tickets ready", cli), ("loop selection", select)):
         peak = peak_rss_mb(argv, root)
@@ -210,7 +219,7 @@ def memory_budgets(root: Path, count: int) -> None:
 def compare_tk(tk: str, root: Path, count: int) -> None:
     """`tk ready` against `tf-fsm tickets ready`, run in turns (the machine's speed moves from
     minute to minute, so each side's median comes from the same minutes)."""
-    cli = [sys.executable, "-m", "tf_fsm", "--root", str(root), "tickets", "ready"]
+    cli = ready_cli(root)
     times: dict[str, list[float]] = {"tk": [], "cli": []}
     outputs: dict[str, bytes] = {}
     for _ in range(TK_RUNS):
@@ -230,8 +239,7 @@ def compare_tk(tk: str, root: Path, count: int) -> None:
     # (the scan overlaps them, a forked reader reading while this process parses); the rest.
     with tempfile.TemporaryDirectory() as empty:
         (Path(empty) / ".tickets").mkdir()
-        cli = [sys.executable, "-m", "tf_fsm", "--root", empty, "tickets", "ready"]
-        start_up = median_seconds(lambda: run(cli, Path(empty)), 5)
+        start_up = median_seconds(lambda: run(ready_cli(empty), Path(empty)), 5)
     paths = sorted(str(p) for p in (root / ".tickets").glob("*.md"))
     reads = [_read_file(path, False) for path in paths]
     reading = median_seconds(lambda: [_read_file(path, False) for path in paths], 5)
@@ -239,9 +247,7 @@ def compare_tk(tk: str, root: Path, count: int) -> None:
         lambda: [_parse_file(p, r) for p, r in zip(paths, reads, strict=True)], 5
     )
     backlog = scan(root / ".tickets")
-    rest = median_seconds(
-        lambda: "".join(selection.ready_line(ln) + "\n" for ln in selection.ready(backlog)), 5
-    )
+    rest = median_seconds(lambda: ready_text(backlog), 5)
     floor = start_up + max(reading, parsing)
     print(
         f"where the time goes: start-up (an empty backlog) {ms(start_up)}; reading the "
