@@ -6,9 +6,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import Harness
 
 DATA = Path(__file__).parent / "data"
 
@@ -45,6 +48,14 @@ def write_settings(project: Path) -> Callable[[dict[str, Any]], Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def e2e(project: Path, tmp_path: Path, write_settings: Callable[..., Path]) -> Harness:
+    """The end-to-end harness (tests/e2e/conftest.py) on this test's project."""
+    from tests.e2e.conftest import Harness
+
+    return Harness(project, tmp_path, write_settings)
 
 
 def run_cli(

@@ -5,7 +5,6 @@ cannot start, enableQualityGate false, the fix template's gate-feedback branch, 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +21,6 @@ from tf_fsm.redact import Redactor
 SECRET = "Zq8vR3mK9pL2xW7nT4bY6cH1jF5gD0sAeU3iO8"  # 38 characters, in $MY_API_TOKEN
 GITHUB = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Y"  # a provider-format key
 PACKAGED_FIX = Path(__file__).resolve().parent.parent / "prompts" / "tf-fix.md.j2"
-
-
-@pytest.fixture
-def e2e(project: Path, tmp_path: Path, write_settings: Callable[..., Path]) -> Harness:
-    return Harness(project, tmp_path, write_settings)
 
 
 @pytest.fixture

@@ -37,11 +37,6 @@ from tests.stubs.pi_env import REPLY_COST, TICKET_ID, PiProject, require_pi
 USAGE_AGENT = Path(__file__).resolve().parent / "stubs" / "usage_agent.py"
 
 
-@pytest.fixture
-def e2e(project: Path, tmp_path: Path, write_settings: Callable[..., Path]) -> Harness:
-    return Harness(project, tmp_path, write_settings)
-
-
 def executor(h: Harness, **extra: Any) -> None:
     """Add executor keys to the harness's settings; restarts are immediate unless told."""
     path = h.project / ".tf" / "config" / "settings.json"

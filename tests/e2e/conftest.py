@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import run_cli, tk_ticket
 
 AGENT = Path(__file__).resolve().parent.parent / "fake_agent.py"
@@ -206,11 +204,6 @@ class Harness:
     def models(self, role: str) -> list[tuple[int, str]]:
         """(attempt, model) of each invocation of `role`, in order."""
         return [(c["attempt"], c["model"]) for c in self.agent_calls(role=role)]
-
-
-@pytest.fixture
-def e2e(project: Path, tmp_path: Path, write_settings: Callable) -> Harness:
-    return Harness(project, tmp_path, write_settings)
 
 
 def check_attempt(
