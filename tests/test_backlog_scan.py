@@ -16,40 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli
-from tests.test_selection import write_backlog
+from tests.test_selection import AWK_KEYS, awk_record, write_backlog
 from tf_fsm.backlog import awk_view, scan
-
-_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
-
-
-def _awk(text: str) -> dict[str, str] | None:
-    """tk's awk over one file, a record at a time: `---` toggles, `/^key:/` takes `$2` of
-    FS=": ", the first `# ` line outside the frontmatter is the title."""
-    values = dict.fromkeys(_KEYS, "")
-    title, inside = "", False
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    for line in lines:
-        if line == "---":
-            inside = not inside
-        elif inside:
-            for key in _KEYS:
-                if line.startswith(f"{key}:"):
-                    fields = line.split(": ")
-                    values[key] = fields[1] if len(fields) > 1 else ""
-        elif line.startswith("# ") and not title:
-            title = line[2:]
-    if not values["id"]:
-        return None
-    for key in ("deps", "tags", "links"):
-        values[key] = "".join(c for c in values[key] if c not in "[] ")
-    return {**values, "priority": values["priority"] or "2", "title": title}
-
 
 # Lines that make the field read's corner cases: a key with and without ": " after it, a
 # second ": ", CRs, `---` lines in the body, names that only start like a key.
-_HEADS = [*_KEYS, "ids", "", "---", "# t", "x"]
+_HEADS = [*AWK_KEYS, "ids", "", "---", "# t", "x"]
 _TAILS = [":", " ", ": ", "x", "[", "]", ",", "\r", "---", "# "]
 _LINE = st.builds(
     lambda head, tail: head + "".join(tail),
@@ -63,8 +35,8 @@ _LINE = st.builds(
 def test_field_read_equals_a_line_by_line_awk(lines: list[str], opened: bool, end: bool) -> None:
     text = ("---\nid: q\n" if opened else "") + "\n".join(lines) + ("\n" if end else "")
     record = awk_view(text, "t.md")
-    expected = _awk(text)
-    got = None if record is None else {k: getattr(record, k) for k in (*_KEYS, "title")}
+    expected = awk_record(text)
+    got = None if record is None else {k: getattr(record, k) for k in (*AWK_KEYS, "title")}
     assert got == expected
 
 

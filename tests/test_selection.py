@@ -43,6 +43,34 @@ def _awk_eq(a: str, b: str) -> bool:
     return not _awk_gt(a, b) and not _awk_gt(b, a)
 
 
+AWK_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
+
+
+def awk_record(text: str) -> dict[str, str] | None:
+    """tk's awk over one file, a record at a time: `---` toggles, `/^key:/` takes `$2` of
+    FS=": ", the first `# ` line outside the frontmatter is the title."""
+    values = dict.fromkeys(AWK_KEYS, "")
+    title, inside = "", False
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    for line in lines:
+        if line == "---":
+            inside = not inside
+        elif inside:
+            for key in AWK_KEYS:
+                if line.startswith(f"{key}:"):
+                    fields = line.split(": ")
+                    values[key] = fields[1] if len(fields) > 1 else ""
+        elif line.startswith("# ") and not title:
+            title = line[2:]
+    if not values["id"]:
+        return None
+    for key in ("deps", "tags", "links"):
+        values[key] = "".join(c for c in values[key] if c not in "[] ")
+    return {**values, "priority": values["priority"] or "2", "title": title}
+
+
 class _AwkTk:
     """tk's awk, one record at a time."""
 
@@ -55,30 +83,13 @@ class _AwkTk:
         self.tags: dict[str, str] = {}
         names = sorted(n for n in os.listdir(directory) if n.endswith(".md") and n[0] != ".")
         for name in names:
-            v = dict.fromkeys(("id", "status", "deps", "priority", "assignee", "tags"), "")
-            title, in_front = "", False
             # bytes: awk splits records at \n only (read_text would eat every \r)
-            records = (directory / name).read_bytes().decode().split("\n")
-            if records[-1] == "":
-                records.pop()
-            for record in records:
-                if record == "---":
-                    in_front = not in_front
-                    continue
-                fields = record.split(": ")
-                second = fields[1] if len(fields) > 1 else ""
-                for key in v:
-                    if in_front and record.startswith(f"{key}:"):
-                        v[key] = second
-                if not in_front and record.startswith("# ") and title == "":
-                    title = record[2:]
-            if v["id"]:
-                tid = v["id"]
-                self.status[tid], self.title[tid] = v["status"], title
-                self.deps[tid] = re.sub(r"[\[\] ]", "", v["deps"])
-                self.tags[tid] = re.sub(r"[\[\] ]", "", v["tags"])
-                self.prio[tid] = v["priority"] if v["priority"] != "" else "2"
-                self.assignee[tid] = v["assignee"]
+            record = awk_record((directory / name).read_bytes().decode())
+            if record is not None:
+                tid = record["id"]
+                self.status[tid], self.title[tid] = record["status"], record["title"]
+                self.deps[tid], self.tags[tid] = record["deps"], record["tags"]
+                self.prio[tid], self.assignee[tid] = record["priority"], record["assignee"]
 
     def _sorted(self, rows: list[str]) -> list[list[str]]:
         for i in range(len(rows)):
