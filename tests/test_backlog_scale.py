@@ -134,12 +134,12 @@ def test_loop_does_not_read_tickets_that_could_not_start(
 @pytest.mark.parametrize(
     ("argv", "forbidden"),
     [
-        # dataclasses (it imports inspect), shutil (bz2, lzma) and datetime: a third of the
-        # start-up of `tickets ready`
+        # dataclasses (it imports inspect), shutil (bz2, lzma), datetime and json: a third of
+        # the start-up of `tickets ready`
         (["tickets", "ready"], ("pydantic", "transitions", "tf_fsm.config", "dataclasses")),
-        (["tickets", "ready"], ("shutil", "datetime", "tf_fsm.tickets")),
+        (["tickets", "ready"], ("shutil", "datetime", "json", "tf_fsm.tickets")),
         (["status"], ("pydantic", "transitions", "tf_fsm.config")),
-        (["--help"], ("pydantic", "transitions", "rich", "jinja2", "watchdog", "shutil")),
+        (["--help"], ("pydantic", "transitions", "rich", "jinja2", "watchdog", "shutil", "json")),
     ],
 )
 def test_cheap_commands_do_not_import_heavy_modules(

@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tests.test_selection import AWK_KEYS, awk_record, write_backlog
+from tf_fsm import _file_reader, backlog
 from tf_fsm.backlog import awk_view, scan
+from tf_fsm.tickets import new_ticket
 
 # Lines that make the field read's corner cases: a key with and without ": " after it, a
 # second ": ", CRs, `---` lines in the body, names that only start like a key.
@@ -40,27 +42,96 @@ def test_field_read_equals_a_line_by_line_awk(lines: list[str], opened: bool, en
     assert got == expected
 
 
+# tk create's layout (backlog._TK_LAYOUT), its values and body made of the same corner cases
+_LAYOUT_KEYS = ["id", "status", "deps", "links", "created", "type", "priority"]
+_OPTIONAL_KEYS = ["assignee", "external-ref", "parent", "tags"]
+_VALUE = st.lists(st.sampled_from([*_TAILS, "a", "-", "#", "[b, c]"]), max_size=4).map("".join)
+
+
+@st.composite
+def _tk_layout_file(draw: st.DrawFn) -> str:
+    keys = _LAYOUT_KEYS + [k for k in _OPTIONAL_KEYS if draw(st.booleans())]
+    if draw(st.booleans()):  # now and then a key out of order, twice, or unknown
+        keys.insert(draw(st.integers(0, len(keys))), draw(st.sampled_from([*AWK_KEYS, "x"])))
+    front = "".join(f"{key}: {draw(_VALUE)}\n" for key in keys)
+    body = "\n".join(draw(st.lists(_LINE, max_size=4)))
+    return f"---\n{front}---\n{body}"
+
+
+@settings(max_examples=500, deadline=None)
+@given(_tk_layout_file())
+def test_the_tk_layout_read_gives_what_awk_s_rules_give(text: str) -> None:
+    fields = backlog._tk_layout(text)
+    assert fields is None or fields == backlog._awk_fields(text)
+    record = awk_view(text, "t.md")
+    got = None if record is None else {k: getattr(record, k) for k in (*AWK_KEYS, "title")}
+    assert got == awk_record(text)
+
+
+def test_tickets_tk_creates_take_the_one_match_read() -> None:
+    texts = [
+        new_ticket("a-1", "A title", created="2026-02-10T12:00:00Z"),
+        new_ticket(
+            "b-2",
+            "Another: with a colon",
+            status="in_progress",
+            deps=("a-1", "c-3"),
+            links=("d-4",),
+            priority=0,
+            assignee="Ann Lee",
+            external_ref="gh-12",
+            parent="e-5",
+            tags=("component:api", "ui"),
+            description="Body\n\n## Notes\nkey: value",
+        ),
+    ]
+    for text in texts:
+        assert backlog._tk_layout(text) is not None, text
+        assert backlog._tk_layout(text) == backlog._awk_fields(text)
+
+
 # Runs in a fresh process: no thread a test left behind can keep the scan from forking.
 _COMPARE = """
-import json, sys
+import json, marshal, sys
 from pathlib import Path
-from tf_fsm import backlog
+from tf_fsm import _file_reader as files, backlog
 
 directory, mode = Path(sys.argv[1]), sys.argv[2]
-assert backlog._may_fork(), "this machine cannot fork a reader: the test proves nothing"
+assert files._may_fork(), "this machine cannot fork a reader: the test proves nothing"
+class Counting:  # the batches that reached this process from the reader
+    dumps, loaded = staticmethod(marshal.dumps), 0
+    @classmethod
+    def load(cls, stream):
+        batch = marshal.load(stream)
+        cls.loaded += 1
+        return batch
+files.marshal = Counting
 def run(min_files):
-    backlog.FORK_MIN_FILES = min_files
+    files.FORK_MIN_FILES = min_files
     found = backlog.scan(directory)
     return {i: list(r) for i, r in found.records.items()}, [
         str(p) for p in found.problems
     ]
 alone = run(10**9)
 if mode == "dies":  # the reader sends 3 batches, then exits as if killed
-    reader = backlog._reader
-    backlog._reader = lambda wfd, paths: reader(wfd, paths[: 3 * backlog._BATCH])
-backlog._BATCH = 7
-forked = run(1)
-print(json.dumps({"same": forked == alone, "records": len(alone[0]), "problems": alone[1]}))
+    reader = files._reader
+    files._reader = lambda rfd, wfd, paths, mask: reader(
+        rfd, wfd, paths[: 3 * files._BATCH], mask
+    )
+if mode == "raises":  # the reader fails before it has sent anything
+    def _fails(*args):
+        raise RuntimeError("reader failed")
+    files._reader = _fails
+files._BATCH = 7
+try:
+    forked = run(1)
+except RuntimeError:  # only a reader that went back into the caller's code gets here
+    print("the reader's exception reached the scan's caller")
+    raise SystemExit(0)
+print(json.dumps({
+    "same": forked == alone, "records": len(alone[0]), "problems": alone[1],
+    "batches": Counting.loaded,
+}))
 """
 
 
@@ -72,6 +143,7 @@ def _compare(directory: Path, mode: str) -> dict[str, object]:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1, done.stdout  # printed once: the reader never runs on
     result: dict[str, object] = json.loads(done.stdout)
     return result
 
@@ -86,12 +158,27 @@ def test_a_forked_reader_gives_what_one_process_reads(tmp_path: Path) -> None:
     problems = result["problems"]
     assert isinstance(problems, list)
     assert any("zz-dir.md: cannot read: Is a directory" in p for p in problems), problems
+    files = sum(1 for p in directory.glob("*.md") if not p.name.startswith("."))
+    read_here = int(files * _file_reader._OWN_SHARE)  # this process reads those itself, first
+    assert result["batches"] == -(-(files - read_here) // 7)
 
 
 def test_a_reader_that_dies_half_way_leaves_the_rest_to_this_process(tmp_path: Path) -> None:
     directory = tmp_path / "b"
     write_backlog(directory, seed=12, size=200)
-    assert _compare(directory, "dies")["same"] is True
+    result = _compare(directory, "dies")
+    assert result["same"] is True
+    assert result["batches"] == 3
+
+
+def test_a_reader_that_fails_at_once_never_runs_this_process_s_code(tmp_path: Path) -> None:
+    """An exception in the forked child ends the child; it does not unwind into the scan's
+    caller as a second copy of the command (which would print everything twice)."""
+    directory = tmp_path / "b"
+    write_backlog(directory, seed=13, size=100)
+    result = _compare(directory, "raises")
+    assert result["same"] is True
+    assert result["batches"] == 0
 
 
 def test_tickets_ready_is_the_same_above_the_fork_threshold(tmp_path: Path) -> None:

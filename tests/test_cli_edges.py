@@ -335,3 +335,37 @@ def test_status_shows_every_ticket_when_one_state_file_is_corrupt(
     assert state.read_text(encoding="utf-8") == '{"broken'  # left as it was
     table = run_cli("status")
     assert table.returncode == 2 and "a-1" in table.stdout and "c-3" in table.stdout
+
+
+# --- the end of the process ---------------------------------------------------------------------
+
+_WITH_ATEXIT = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
+    "from tf_fsm.cli import entry\n"
+    "sys.argv = ['tf-fsm', *sys.argv[1:]]\n"
+    "raise SystemExit(entry())\n"
+)
+
+
+@pytest.mark.parametrize(("args", "teardown"), [(("tickets", "ready"), False), (("status",), True)])
+def test_only_tickets_ends_without_the_interpreter_s_teardown(
+    project: Path, args: tuple[str, ...], teardown: bool
+) -> None:
+    """`tickets` (read-only) ends the process at once; its output and warnings still arrive in
+    full. Every other command gets the normal exit, atexit hooks and all."""
+    for n in range(1, 4):
+        write_ticket(project, f"pt-{n}")
+    (project / ".tickets" / "stray.md").write_text("no frontmatter\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", _WITH_ATEXIT, *args],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert ("teardown ran" in done.stderr) is teardown
+    if not teardown:
+        assert [line.split()[0] for line in done.stdout.splitlines()] == ["pt-1", "pt-2", "pt-3"]
+        assert "stray.md: no `id:` line in its frontmatter; tk skips it" in done.stderr

@@ -1,3 +1,3 @@
-from tf_fsm.cli import main
+from tf_fsm.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -9,7 +9,7 @@ import os
 import sys
 
 from tf_fsm import __version__
-from tf_fsm._cli_query import cmd_gate, cmd_prompts, cmd_status, cmd_tickets
+from tf_fsm._cli_query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm._cli_tools import (
     _positive,
     cmd_demo,
@@ -19,7 +19,7 @@ from tf_fsm._cli_tools import (
     cmd_simulate,
     cmd_watch,
 )
-from tf_fsm.cli import cmd_init, cmd_resume, cmd_run, cmd_settings
+from tf_fsm.cli import cmd_init, cmd_resume, cmd_run
 
 EPILOG = """\
 exit codes:
@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ticket", nargs="?", metavar="TICKET", help="show: a ticket id (or part of one)")
     p.add_argument("-a", "--assignee", help="ready/blocked: only this assignee (exact)")
     p.add_argument("-T", "--tag", help="ready/blocked: only tickets with this tag")
-    p.set_defaults(func=cmd_tickets)
+    p.set_defaults(func=cmd_tickets, teardown=False)  # read-only: see cli._end_process
 
     p = sub.add_parser(
         "ralph",

@@ -1,13 +1,12 @@
-"""The CLI's read-only query commands: status, gate, tickets and prompts. They read ticket
-state, artifacts, the backlog or the templates and change nothing on disk (`gate --run` runs
-the gate commands but records nothing). Heavy modules are imported inside each command so
-`tf-fsm --help` and `status` on an empty project start fast; only `tf_fsm.cli` maps errors to
-exit codes."""
+"""The CLI's read-only query commands: settings, status, gate, tickets and prompts. They read
+the settings, ticket state, artifacts, the backlog or the templates and change nothing on
+disk (`gate --run` runs the gate commands but records nothing). Heavy modules are imported
+inside each command so `tf-fsm --help` and `status` on an empty project start fast; only
+`tf_fsm.cli` maps errors to exit codes."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,8 +20,57 @@ from tf_fsm.cli import (
     _console,
     _root,
     _ticket_ids,
+    print_json,
 )
 from tf_fsm.errors import CorruptStateError, ProjectNotFoundError, TicketError
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    from tf_fsm.config import load_settings
+    from tf_fsm.escalation import resolve
+    from tf_fsm.prompts import PromptLibrary
+
+    root = _root(args)
+    loaded = load_settings(root)
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    wf = loaded.workflow
+    # A template's frontmatter model outranks the settings mapping (seed 002), as in a run.
+    frontmatter = PromptLibrary(root).frontmatter()
+    tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in (1, 2, 3)}
+    if args.json:
+        out: dict[str, Any] = {
+            "path": str(loaded.path) if loaded.path else None,
+            "failOn": wf.failOn,
+            "escalation": wf.escalation.model_dump(),
+            "roles": {
+                role: {
+                    "model": rm.model,
+                    "thinking": rm.thinking,
+                    "source": rm.source,
+                    "frontmatter": frontmatter.get(role, (None, None))[0],
+                    "byAttempt": {str(n): tiers[n].roles[role].model for n in tiers},
+                }
+                for role, rm in loaded.roles.items()
+            },
+            "warnings": list(loaded.warnings),
+        }
+        print_json(out, indent=2)
+        return EXIT_OK
+    print(f"settings: {loaded.path or 'none (package defaults)'}")
+    print(f"failOn: {', '.join(wf.failOn) or '(empty: nothing blocks)'}")
+    esc = wf.escalation
+    print(f"escalation: {'enabled' if esc.enabled else 'disabled'}, maxRetries {esc.maxRetries}")
+    from rich.table import Table
+
+    marks = {"escalated": " *", "frontmatter": " ^"}
+    caption = "* escalated, ^ model or thinking from the role's template frontmatter"
+    table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption=caption)
+    for role in loaded.roles:
+        cells = [tiers[n].roles[role] for n in (1, 2, 3)]
+        table.add_row(role, *(f"{c.model}{marks.get(c.source, '')}" for c in cells))
+    _console().print(table)
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -82,7 +130,7 @@ def _print_rows(
     """One JSON object per row with --json, else a table of `cells(row)` under `columns`."""
     if as_json:
         for row in rows:
-            print(json.dumps(row))
+            print_json(row)
         return
     from rich.table import Table
 
@@ -126,7 +174,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for ticket_id in ticket_ids:
         row = gate_report(root, settings, ticket_id)
         if args.json:
-            print(json.dumps(row))
+            print_json(row)
             continue
         verdict = "BLOCKED" if row["blocked"] else "not blocked"
         counts = ", ".join(f"{k} {v}" for k, v in row["counts"].items())
@@ -170,7 +218,7 @@ def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bo
                 "outputTail": "" if result.passed else result.output_tail(redact),
             }
             if as_json:
-                print(json.dumps(row))
+                print_json(row)
                 continue
             kind = "required" if result.required else "optional"
             print(

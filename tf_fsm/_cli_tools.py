@@ -5,7 +5,6 @@ it needs when it runs, so that `tf-fsm --help` and the everyday commands start f
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tf_fsm.cli import (
     UsageError,
     _root,
     _ticket_ids,
+    print_json,
 )
 
 
@@ -63,7 +63,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     root = _root(args)
     diag = diagnose(root, load_settings(root))
     if args.json:
-        print(json.dumps(diag.to_json(), indent=2))
+        print_json(diag.to_json(), indent=2)
         return diag.exit_code
     preset = f", preset {diag.preset}" if diag.preset else ""
     print(f"executor: {diag.kind}{preset}")
@@ -118,7 +118,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             "results": [r.to_json() for r in results],
             "criteria": [{"name": n, "passed": ok, "detail": d} for n, ok, d in checks],
         }
-        print(json.dumps(out, indent=2))
+        print_json(out, indent=2)
         return EXIT_OK
     print(table(results))
     for name, ok, detail in checks:

@@ -1,22 +1,18 @@
 """The whole backlog, read as tk's awk reads it: one record per `.tickets/*.md` file, in one
-pass (`tf-fsm tickets`, the loop's selection; a large backlog read once is read by a forked
-reader while this process parses), and the cache that lets the loop's later passes stat
-unchanged files instead of reading them. tf_fsm.tickets reads and edits one ticket."""
+pass (`tf-fsm tickets`, the loop's selection; tf_fsm._file_reader reads the files), and the
+cache that lets the loop's later passes stat unchanged files instead of reading them.
+tf_fsm.tickets reads and edits one ticket."""
 
 from __future__ import annotations
 
 import gc
-import marshal
 import os
 import re
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
-if TYPE_CHECKING:
-    from signal import Signals
+from tf_fsm._file_reader import FileKey, Read, file_key, read_files
 
 _TOGGLE = re.compile(r"^---$", re.MULTILINE)
 _AWK_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
@@ -31,7 +27,17 @@ _BODY_TOGGLE = re.compile(r"\n---$", re.MULTILINE)
 _BODY_TITLE = re.compile(r"\n# (.+)")
 _AWK_TITLE = re.compile(r"^# (.+)$", re.MULTILINE)
 _NO_VALUES = dict.fromkeys(_AWK_KEYS, "")
-
+# The layout `tk create` writes (tf_fsm.tickets.new_ticket): these keys in this order, each
+# once, each value free of ": " (so that awk's `$2` is the rest of the line). One match reads
+# a file in it, a third of the time of the general read, which gives the same record for it
+# (tests/test_backlog_scan.py).
+_LAYOUT_KEYS = ("id", "status", "deps", "links", "type", "priority", "assignee", "parent", "tags")
+_VALUE = r"([^:\n]*(?::(?! )[^:\n]*)*)\n"
+_TK_LAYOUT = re.compile(
+    f"---\nid: {_VALUE}status: {_VALUE}deps: {_VALUE}links: {_VALUE}created: [^\n]*\n"
+    f"type: {_VALUE}priority: {_VALUE}(?:assignee: {_VALUE})?(?:external-ref: [^\n]*\n)?"
+    f"(?:parent: {_VALUE})?(?:tags: {_VALUE})?---\n"
+)
 
 # The records are NamedTuples, not dataclasses: importing dataclasses (it imports inspect) was
 # a tenth of the start-up of `tf-fsm tickets ready`.
@@ -105,6 +111,40 @@ def awk_view(text: str, path: Path | str) -> TkRecord | None:
 
     Every `---` line toggles frontmatter, anywhere in the file; a field line's value is awk's
     `$2` with `FS=": "` (the text between the first and second ": "); the last one wins."""
+    fields = _tk_layout(text) or _awk_fields(text)
+    tid, status, deps, links, type_, priority, assignee, parent, tags, title = fields
+    if not tid:
+        return None
+    return TkRecord(  # in field order; keywords cost twice as much, 10k times over
+        tid,
+        status,
+        _bare(deps),
+        priority or "2",
+        assignee,
+        _bare(tags),
+        parent,
+        _bare(links),
+        type_,
+        title,
+        str(path),
+    )
+
+
+_Fields = tuple[str, ...]  # _LAYOUT_KEYS' values, then the title
+
+
+def _tk_layout(text: str) -> _Fields | None:
+    """The fields of a file in the layout `tk create` writes (see _TK_LAYOUT) and with no
+    `---` line in its body; None for any other file."""
+    layout = _TK_LAYOUT.match(text)
+    if layout is None or _BODY_TOGGLE.search(text, body := layout.end() - 1):
+        return None
+    found = _BODY_TITLE.search(text, body)
+    return (*layout.groups(""), found.group(1) if found else "")
+
+
+def _awk_fields(text: str) -> _Fields:
+    """Any file's fields, by awk's rules (see awk_view)."""
     values = _NO_VALUES.copy()
     close = text.find("\n---\n", 3) if text.startswith("---\n") else -1
     if close >= 0 and not _BODY_TOGGLE.search(text, close + 4):
@@ -119,49 +159,7 @@ def awk_view(text: str, path: Path | str) -> TkRecord | None:
                 values.update(_AWK_FIELD.findall("\n" + segment))
             elif not title and (found := _AWK_TITLE.search(segment)):
                 title = found.group(1)
-    if not values["id"]:
-        return None
-    return TkRecord(  # in field order; keywords cost twice as much, 10k times over
-        values["id"],
-        values["status"],
-        _bare(values["deps"]),
-        values["priority"] or "2",
-        values["assignee"],
-        _bare(values["tags"]),
-        values["parent"],
-        _bare(values["links"]),
-        values["type"],
-        title,
-        str(path),
-    )
-
-
-_FileKey = tuple[int, int, int, int]  # inode, size, mtime, ctime: a ScanCache's validity
-
-
-def _key(st: os.stat_result) -> _FileKey:
-    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-#: a file's key and its bytes, or its key (if any) and why it could not be read
-_Read = tuple[_FileKey | None, bytes | str]
-
-
-def _read_file(path: str, keyed: bool) -> _Read:
-    # os.open/os.read: a third cheaper than open().read() in the hot loop of a 10k scan; the
-    # key comes from the descriptor read, so it describes the bytes read
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            key = _key(os.fstat(fd)) if keyed else None
-            chunks = []
-            while chunk := os.read(fd, 65536):
-                chunks.append(chunk)
-            return key, b"".join(chunks)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        return None, f"cannot read: {exc.strerror or exc}"
+    return (*(values[key] for key in _LAYOUT_KEYS), title)
 
 
 #: a file whose mtime or ctime is this close to the scan may change again within the same
@@ -169,7 +167,7 @@ def _read_file(path: str, keyed: bool) -> _Read:
 _RACY_NS = 2_000_000_000
 
 #: what a ScanCache keeps per file name: its key, and what it gave
-_Parsed = tuple[_FileKey, TkRecord | None, str | None]
+_Parsed = tuple[FileKey, TkRecord | None, str | None]
 
 
 class ScanCache:
@@ -203,10 +201,10 @@ def _settle(cache: ScanCache) -> None:
     gc.freeze()
 
 
-_Result = tuple[_FileKey | None, TkRecord | None, str | None]  # key, record, problem
+_Result = tuple[FileKey | None, TkRecord | None, str | None]  # key, record, problem
 
 
-def _parse_file(path: str, read: _Read) -> _Result:
+def _parse_file(path: str, read: Read) -> _Result:
     """The record tk would build from one file, or why there is none (neither: an empty file),
     and the file's key if it was read with one (none when it could not be read: never cached)."""
     key, data = read
@@ -218,107 +216,33 @@ def _parse_file(path: str, read: _Read) -> _Result:
     return key, record, None
 
 
-#: below this many files to read, a reader process costs more than it saves
-FORK_MIN_FILES = 2000
-_BATCH = 256  # files per message from the reader: small enough that parsing starts at once
-
-
-def _may_fork() -> bool:
-    # Linux only (macOS frameworks are not fork-safe), never beside other threads (a lock one
-    # of them holds would stay held in the child), and only with a second core to run on.
-    threading = sys.modules.get("threading")
-    return (
-        sys.platform == "linux"
-        and (threading is None or threading.active_count() == 1)
-        and len(os.sched_getaffinity(0)) > 1
-    )
-
-
-def _fork_reader(rfd: int, wfd: int, paths: list[str]) -> int:
-    """Fork the reader; returns its pid. SIGINT and SIGTERM are held back across the fork, so
-    that neither can raise in the child before it has left this process's code for good."""
-    import signal  # here: the module costs every other command a little start-up time
-
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        pid = os.fork()
-        if pid == 0:
-            _reader(rfd, wfd, paths, previous)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # the parent; the child never is
-    return pid
-
-
-def _reader(rfd: int, wfd: int, paths: list[str], mask: set[int | Signals]) -> None:
-    """The forked reader: reads the files in order and sends them in batches, then exits
-    without running this process's cleanups (it never returns)."""
-    import signal
-
-    code = 1
-    try:
-        os.close(rfd)
-        for number in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers
-            signal.signal(number, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        with os.fdopen(wfd, "wb") as out:
-            for start in range(0, len(paths), _BATCH):
-                out.write(
-                    marshal.dumps([_read_file(p, False) for p in paths[start : start + _BATCH]])
-                )
-                out.flush()
-        code = 0
-    finally:
-        os._exit(code)
-
-
-def _read_files(paths: list[str], keyed: bool) -> Iterator[_Read]:
-    """`_read_file` for each path, in order. For a large backlog read once (`tf-fsm tickets`),
-    a forked reader does the reading while this process parses what it has sent: the two take
-    about as long, and each gets a core. If the reader fails, this process reads the rest.
-    A keyed read is the loop's, whose process keeps the records of its earlier passes: after a
-    fork, each page of them it touched would be copied, which cost more than the reader saved."""
-    if keyed or len(paths) < FORK_MIN_FILES or not _may_fork():
-        yield from (_read_file(path, keyed) for path in paths)
-        return
-    rfd, wfd = os.pipe()
-    stream, sink = os.fdopen(rfd, "rb"), os.fdopen(wfd, "wb")  # each closed once, on any path
-    done = pid = 0
-    try:
-        pid = _fork_reader(rfd, wfd, paths)
-        sink.close()  # the reader's end: once the reader is gone, reading here ends
-        while done < len(paths):
-            try:
-                batch: list[_Read] = marshal.load(stream)  # noqa: S302 (our own reader's)
-            except (EOFError, ValueError, TypeError):
-                break
-            yield from batch
-            done += len(batch)
-    finally:
-        sink.close()
-        stream.close()  # before the wait: a reader blocked on a full pipe then fails
-        if pid:  # (an interrupt may come before it is known: that reader fails on the pipe)
-            os.waitpid(pid, 0)
-    yield from (_read_file(path, False) for path in paths[done:])
-
-
 def _parse_files(paths: list[str], keyed: bool) -> list[_Result]:
     return [
-        _parse_file(path, read) for path, read in zip(paths, _read_files(paths, keyed), strict=True)
+        _parse_file(path, read) for path, read in zip(paths, read_files(paths, keyed), strict=True)
     ]
 
 
-def _unchanged(known: dict[str, _Parsed], names: list[str], paths: list[str]) -> dict[int, _Parsed]:
-    """The cached results still valid, by index: the file's key is the one it was cached with."""
-    hits = {}
+def _cached_parse(cache: ScanCache, names: list[str], paths: list[str]) -> list[_Result]:
+    """`_parse_files` with the cache's results reused for files whose key is the one they were
+    cached with; the cache then holds this scan's files (files gone since are forgotten)."""
+    hits: dict[int, _Result] = {}
     for index, name in enumerate(names):
-        hit = known.get(name)
+        hit = cache.files.get(name)
         try:
-            if hit is not None and hit[0] == _key(os.stat(paths[index])):  # noqa: PTH116
+            if hit is not None and hit[0] == file_key(os.stat(paths[index])):  # noqa: PTH116
                 hits[index] = hit
         except OSError:
             pass  # it is read again, which reports why it cannot be
-    return hits
+    misses = [i for i in range(len(paths)) if i not in hits]
+    fresh = iter(_parse_files([paths[i] for i in misses], True))
+    results = [hits[i] if i in hits else next(fresh) for i in range(len(paths))]
+    settled = time.time_ns() - cache.racy_ns
+    cache.files = {
+        name: (key, record, problem)
+        for name, (key, record, problem) in zip(names, results, strict=True)
+        if key is not None and max(key[2], key[3]) < settled
+    }
+    return results
 
 
 def scan(directory: Path, cache: ScanCache | None = None) -> Backlog:
@@ -343,20 +267,12 @@ def scan(directory: Path, cache: ScanCache | None = None) -> Backlog:
 
 
 def _scan_files(directory: Path, names: list[str], cache: ScanCache | None) -> Backlog:
-    records: dict[str, TkRecord] = {}
-    problems: list[ScanProblem] = []
     base = os.fspath(directory).rstrip("/") or "/"
     paths = [f"{base}/{name}" for name in names]
-    keyed = cache is not None
-    hits = _unchanged(cache.files, names, paths) if cache is not None else {}
-    misses = [i for i in range(len(paths)) if i not in hits]
-    parsed = dict(zip(misses, _parse_files([paths[i] for i in misses], keyed), strict=True))
-    seen: dict[str, _Parsed] = {}
-    settled = time.time_ns() - (cache.racy_ns if cache is not None else 0)
-    for index, (name, path) in enumerate(zip(names, paths, strict=True)):
-        key, record, problem = hits.get(index) or parsed[index]
-        if key is not None and max(key[2], key[3]) < settled:
-            seen[name] = (key, record, problem)
+    results = _parse_files(paths, False) if cache is None else _cached_parse(cache, names, paths)
+    records: dict[str, TkRecord] = {}
+    problems: list[ScanProblem] = []
+    for path, (_, record, problem) in zip(paths, results, strict=True):
         if problem is not None:
             problems.append(ScanProblem(Path(path), problem))
         if record is None:
@@ -366,6 +282,4 @@ def _scan_files(directory: Path, names: list[str], cache: ScanCache | None) -> B
             problem = f"id {record.id} is also in {earlier.path.name}; this one wins"
             problems.append(ScanProblem(Path(path), problem))
         records[record.id] = record
-    if cache is not None:
-        cache.files = seen  # files gone since are forgotten
     return Backlog(directory, records, problems)

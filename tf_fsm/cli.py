@@ -1,8 +1,8 @@
 """Command line: `main`, the exit codes, and the commands that set up and run tickets
-(settings, init, run, resume, with `run --plan`'s output).
+(init, run, resume, with `run --plan`'s output).
 
 This is the only module that turns errors into exit codes. The parser is in
-tf_fsm._cli_parser, the read-only queries (status, gate, tickets, prompts) in
+tf_fsm._cli_parser, the read-only queries (settings, status, gate, tickets, prompts) in
 tf_fsm._cli_query, the tool commands in tf_fsm._cli_tools. Heavy modules are imported inside
 the command functions so `tf-fsm --help` stays fast.
 """
@@ -10,11 +10,10 @@ the command functions so `tf-fsm --help` stays fast.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tf_fsm.errors import (
     CorruptStateError,
@@ -77,6 +76,13 @@ OUTCOME_CODES = {
 }
 
 
+def print_json(obj: Any, *, indent: int | None = None) -> None:
+    """`--json` output. The json module is imported here, not by every command."""
+    import json
+
+    print(json.dumps(obj, indent=indent))
+
+
 def _console() -> Any:
     import errno
 
@@ -113,54 +119,6 @@ def _existing_dir(path: Path, source: str) -> Path:
     return path
 
 
-def cmd_settings(args: argparse.Namespace) -> int:
-    from tf_fsm.config import load_settings
-    from tf_fsm.escalation import resolve
-    from tf_fsm.prompts import PromptLibrary
-
-    root = _root(args)
-    loaded = load_settings(root)
-    for warning in loaded.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    wf = loaded.workflow
-    # A template's frontmatter model outranks the settings mapping (seed 002), as in a run.
-    frontmatter = PromptLibrary(root).frontmatter()
-    tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in (1, 2, 3)}
-    if args.json:
-        out: dict[str, Any] = {
-            "path": str(loaded.path) if loaded.path else None,
-            "failOn": wf.failOn,
-            "escalation": wf.escalation.model_dump(),
-            "roles": {
-                role: {
-                    "model": rm.model,
-                    "thinking": rm.thinking,
-                    "source": rm.source,
-                    "frontmatter": frontmatter.get(role, (None, None))[0],
-                    "byAttempt": {str(n): tiers[n].roles[role].model for n in tiers},
-                }
-                for role, rm in loaded.roles.items()
-            },
-            "warnings": list(loaded.warnings),
-        }
-        print(json.dumps(out, indent=2))
-        return EXIT_OK
-    print(f"settings: {loaded.path or 'none (package defaults)'}")
-    print(f"failOn: {', '.join(wf.failOn) or '(empty: nothing blocks)'}")
-    esc = wf.escalation
-    print(f"escalation: {'enabled' if esc.enabled else 'disabled'}, maxRetries {esc.maxRetries}")
-    from rich.table import Table
-
-    marks = {"escalated": " *", "frontmatter": " ^"}
-    caption = "* escalated, ^ model or thinking from the role's template frontmatter"
-    table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption=caption)
-    for role in loaded.roles:
-        cells = [tiers[n].roles[role] for n in (1, 2, 3)]
-        table.add_row(role, *(f"{c.model}{marks.get(c.source, '')}" for c in cells))
-    _console().print(table)
-    return EXIT_OK
-
-
 def _ticket_ids(ids: Sequence[str]) -> list[str]:
     from tf_fsm.ticket_id import validate_ticket_id
 
@@ -188,6 +146,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = root / SETTINGS_RELPATH
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
+    import json
+
     atomic_write_text(path, json.dumps(init_settings(), indent=2) + "\n")
     load_settings(root, record=True)  # checks what init wrote, and records it for `status`
     tickets_dir(root).mkdir(parents=True, exist_ok=True)
@@ -240,7 +200,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = _worker_options(args, root, ticket_id)
     outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
     if args.json:
-        print(json.dumps(_outcome_json(outcome)))
+        print_json(_outcome_json(outcome))
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
 
@@ -293,7 +253,7 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     )
     data = plan(run)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print_json(data, indent=2)
         return EXIT_OK
     if "retryReset" in data:  # --retry-reset: what it would move aside first
         print(f"{ticket_id}: --retry-reset: {data['retryReset']['why']}")
@@ -344,26 +304,53 @@ def build_parser() -> argparse.ArgumentParser:
     return build()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> int:
+    """Run one command and return its exit code. `whole_process` is for the `tf-fsm` program
+    itself (see `entry`): a command marked `teardown=False` then ends the process here."""
+    args: argparse.Namespace | None = None
     try:
-        code = _main(argv)
+        code, args = _main(argv)
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe cannot be handled
-        return code
     except BrokenPipeError:  # writing argparse's --help, or the flush above: stdout's reader left
-        return _drop_stdout()
+        code = _drop_stdout()
+    if whole_process and args is not None and not getattr(args, "teardown", True):
+        _end_process(code)
+    return code
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def entry() -> int:
+    """The `tf-fsm` program (its console script and `python -m tf_fsm`)."""
+    return main(whole_process=True)
+
+
+def _end_process(code: int) -> NoReturn:
+    """End the process without the interpreter's teardown, which frees every object and module
+    one by one: about 6 of the 110 ms of `tf-fsm tickets ready` over 10,000 tickets. Only for a
+    command that leaves nothing to clean up: no atexit hook, temporary file, child process or
+    lock of its own (`tickets`, which only reads)."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):  # its reader has gone too: nothing more can be said
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help/--version
-        return int(exc.code or 0)
+        return int(exc.code or 0), None
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:  # no command: a usage error, like argparse's own
         parser.print_help(sys.stderr)
         print("tf-fsm: error: a COMMAND is required", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, args
+    return _run_command(func, args), args
+
+
+def _run_command(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         return func(args)
     except TfFsmError as exc:
