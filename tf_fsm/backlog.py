@@ -29,7 +29,7 @@ _AWK_TITLE = re.compile(r"^# (.+)$", re.MULTILINE)
 _NO_VALUES = dict.fromkeys(_AWK_KEYS, "")
 # The layout `tk create` writes (tf_fsm.tickets.new_ticket): these keys in this order, each
 # once, each value free of ": " (so that awk's `$2` is the rest of the line). One match reads
-# a file in it, a third of the time of the general read, which gives the same record for it
+# a file in it (a record in 2.6 µs instead of 3.9), and awk's rules would give the same record
 # (tests/test_backlog_scan.py).
 _LAYOUT_KEYS = ("id", "status", "deps", "links", "type", "priority", "assignee", "parent", "tags")
 _VALUE = r"([^:\n]*(?::(?! )[^:\n]*)*)\n"
