@@ -369,3 +369,19 @@ def test_only_tickets_ends_without_the_interpreter_s_teardown(
     if not teardown:
         assert [line.split()[0] for line in done.stdout.splitlines()] == ["pt-1", "pt-2", "pt-3"]
         assert "stray.md: no `id:` line in its frontmatter; tk skips it" in done.stderr
+
+
+def test_tickets_under_a_profiler_keeps_the_normal_exit(project: Path) -> None:
+    """`python -m cProfile -m tf_fsm tickets ready` prints its profile: a profiler (or coverage)
+    writes its results at the interpreter's exit, which `tickets` otherwise skips."""
+    write_ticket(project, "pt-1")
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-m", "tf_fsm", "tickets", "ready"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("pt-1 "), done.stdout[:200]
+    assert "function calls" in done.stdout  # cProfile's report, written at exit

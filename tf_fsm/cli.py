@@ -313,9 +313,17 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
         sys.stdout.flush()  # here, not at interpreter exit, where a closed pipe cannot be handled
     except BrokenPipeError:  # writing argparse's --help, or the flush above: stdout's reader left
         code = _drop_stdout()
-    if whole_process and args is not None and not getattr(args, "teardown", True):
+    if whole_process and args is not None and _skips_teardown(args):
         _end_process(code)
     return code
+
+
+def _skips_teardown(args: argparse.Namespace) -> bool:
+    """A command marked `teardown=False`, unless a tracer or profiler watches the process
+    (coverage, `python -m cProfile`): they write what they found at the interpreter's exit."""
+    return (
+        not getattr(args, "teardown", True) and sys.gettrace() is None and sys.getprofile() is None
+    )
 
 
 def entry() -> int:
