@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -163,22 +164,24 @@ def test_a_forked_reader_gives_what_one_process_reads(tmp_path: Path) -> None:
     assert result["batches"] == -(-(files - read_here) // 7)
 
 
-def test_a_reader_that_dies_half_way_leaves_the_rest_to_this_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mode", "seed", "size", "batches"),
+    [
+        # sends 3 batches, then exits as if killed: this process reads the rest
+        ("dies", 12, 200, 3),
+        # raises at once: the child ends there and does not unwind into the scan's caller as a
+        # second copy of the command (which would print everything twice)
+        ("raises", 13, 100, 0),
+    ],
+)
+def test_a_reader_that_fails_leaves_the_rest_to_this_process(
+    tmp_path: Path, mode: str, seed: int, size: int, batches: int
+) -> None:
     directory = tmp_path / "b"
-    write_backlog(directory, seed=12, size=200)
-    result = _compare(directory, "dies")
+    write_backlog(directory, seed=seed, size=size)
+    result = _compare(directory, mode)
     assert result["same"] is True
-    assert result["batches"] == 3
-
-
-def test_a_reader_that_fails_at_once_never_runs_this_process_s_code(tmp_path: Path) -> None:
-    """An exception in the forked child ends the child; it does not unwind into the scan's
-    caller as a second copy of the command (which would print everything twice)."""
-    directory = tmp_path / "b"
-    write_backlog(directory, seed=13, size=100)
-    result = _compare(directory, "raises")
-    assert result["same"] is True
-    assert result["batches"] == 0
+    assert result["batches"] == batches
 
 
 def test_tickets_ready_is_the_same_above_the_fork_threshold(tmp_path: Path) -> None:
