@@ -15,7 +15,8 @@ from typing import NamedTuple
 from tf_fsm._file_reader import FileKey, Read, file_key, read_files
 
 _TOGGLE = re.compile(r"^---$", re.MULTILINE)
-_AWK_KEYS = ("id", "status", "deps", "priority", "assignee", "tags", "parent", "links", "type")
+# The keys tk's awk reads, in the order `tk create` writes them (and _TK_LAYOUT's groups)
+_AWK_KEYS = ("id", "status", "deps", "links", "type", "priority", "assignee", "parent", "tags")
 # A field line's value, awk's `$2` with FS=": ": from the line's first ": " to its next one (or
 # the line's end); empty when the line has no ": ". The patterns start with a literal "\n",
 # which the regex engine finds by a fast scan: `^` with MULTILINE is tried at every character
@@ -31,7 +32,6 @@ _NO_VALUES = dict.fromkeys(_AWK_KEYS, "")
 # once, each value free of ": " (so that awk's `$2` is the rest of the line). One match reads
 # a file in it (a record in 2.6 µs instead of 3.9), and awk's rules would give the same record
 # (tests/test_backlog_scan.py).
-_LAYOUT_KEYS = ("id", "status", "deps", "links", "type", "priority", "assignee", "parent", "tags")
 _VALUE = r"([^:\n]*(?::(?! )[^:\n]*)*)\n"
 _TK_LAYOUT = re.compile(
     f"---\nid: {_VALUE}status: {_VALUE}deps: {_VALUE}links: {_VALUE}created: [^\n]*\n"
@@ -130,7 +130,7 @@ def awk_view(text: str, path: Path | str) -> TkRecord | None:
     )
 
 
-_Fields = tuple[str, ...]  # _LAYOUT_KEYS' values, then the title
+_Fields = tuple[str, ...]  # _AWK_KEYS' values, then the title
 
 
 def _tk_layout(text: str) -> _Fields | None:
@@ -159,7 +159,7 @@ def _awk_fields(text: str) -> _Fields:
                 values.update(_AWK_FIELD.findall("\n" + segment))
             elif not title and (found := _AWK_TITLE.search(segment)):
                 title = found.group(1)
-    return (*(values[key] for key in _LAYOUT_KEYS), title)
+    return (*(values[key] for key in _AWK_KEYS), title)
 
 
 #: a file whose mtime or ctime is this close to the scan may change again within the same
