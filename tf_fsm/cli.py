@@ -129,7 +129,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     import os
 
     from tf_fsm.config import ROOT_ENV, SETTINGS_RELPATH, init_settings, load_settings
-    from tf_fsm.store import atomic_write_text
+    from tf_fsm.store import atomic_write_json
     from tf_fsm.tickets import tickets_dir
 
     # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here;
@@ -146,9 +146,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = root / SETTINGS_RELPATH
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
-    import json
-
-    atomic_write_text(path, json.dumps(init_settings(), indent=2) + "\n")
+    atomic_write_json(path, init_settings())
     load_settings(root, record=True)  # checks what init wrote, and records it for `status`
     tickets_dir(root).mkdir(parents=True, exist_ok=True)
     print(f"wrote {path}")
