@@ -120,8 +120,8 @@ def tf_fsm_per_phase(lifecycles: int, directory: Path | None = None) -> float:
 
 
 def fsync_write(directory: Path, repeat: int = 200) -> float:
-    data = b"x" * 2048
-    return median_seconds(lambda: atomic_write_bytes(directory / "f.bin", data), repeat)
+    data, path = b"x" * 2048, directory / "f.bin"
+    return median_seconds(lambda: atomic_write_bytes(path, data, within=None), repeat)
 
 
 def formats_floor(directory: Path, lifecycles: int) -> float:
@@ -141,7 +141,7 @@ def formats_floor(directory: Path, lifecycles: int) -> float:
             while (
                 written < FORMAT_WRITES and written * PHASES_PER_LIFECYCLE // FORMAT_WRITES == phase
             ):
-                atomic_write_bytes(ticket / f"{written}.md", data, sync_dir=False)
+                atomic_write_bytes(ticket / f"{written}.md", data, within=None, sync_dir=False)
                 written += 1
             fsync_dir(ticket)
             os.write(journal, line)

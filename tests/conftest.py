@@ -71,3 +71,41 @@ def run_cli(
         text=True,
         timeout=60,
     )
+
+
+def run_with_terminal_stderr(
+    argv: list[str], env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """tf-fsm (`python -m tf_fsm` + argv) with its stderr on a pseudo-terminal, as a user
+    watching a live view has it: the process, and everything the terminal received."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    seen = bytearray()
+
+    def drain() -> None:  # a full pty would block the writes
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    done = subprocess.run(
+        [sys.executable, "-m", "tf_fsm", *argv],
+        env={**os.environ, **env},
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    os.close(slave)
+    reader.join(timeout=5)
+    os.close(master)
+    return done, seen.decode("utf-8", "replace")

@@ -15,6 +15,8 @@ findings, no failures):
       "garbage":  [{"phase": "review", "attempt": 1, "role": "...", "text": "Error: ..."}],
       "edits":    [{"phase": "fix", "file": "work.txt"}],
       "killParent": {"call": 7},
+      "background": [{"phase": "review", "setsid": true, "keepOutput": false, "seconds": 300}],
+                  (no "phase": in every phase)
       "secret":   "sk-ant-api03-..."
     }
 
@@ -30,6 +32,10 @@ fixed across attempts and runs. Other environment variables:
 * FAKE_AGENT_LOG: every invocation appends one JSON line (ticket, phase, role, model, thinking,
   attempt, pid) to this file.
 * FAKE_AGENT_CHILD_PID: a hanging invocation appends its child's pid (one line) to this file.
+* FAKE_AGENT_BACKGROUND: a `background` rule starts a process that outlives the agent (in the
+  agent's process group, or with `setsid` in a session of its own; holding the agent's stdout
+  and stderr open with `keepOutput`) and appends one JSON line to this file: its pid, its start
+  time (/proc/<pid>/stat field 22) and the TF_FSM_OWNER mark it inherited.
 * FAKE_AGENT_CONTEXT_LOG: every invocation appends the chain-context.json it was given (attempt,
   trigger, tier, escalatedRoles, flags) as one JSON line, so tests can check it per attempt.
 
@@ -167,6 +173,25 @@ def render_simple(phase: str, ticket: str, secret: str) -> str:
     return "\n".join(body + extra)
 
 
+def leave_running(rule: dict[str, Any]) -> None:
+    """Start a process this agent does not wait for, as `cmd &` or a daemon would."""
+    keep = bool(rule.get("keepOutput"))
+    quiet = subprocess.DEVNULL
+    child = subprocess.Popen(
+        [sys.executable, "-c", f"import time; time.sleep({float(rule.get('seconds', 300))!r})"],
+        stdin=subprocess.DEVNULL,
+        stdout=None if keep else quiet,
+        stderr=None if keep else quiet,
+        start_new_session=bool(rule.get("setsid")),
+    )
+    stat = Path(f"/proc/{child.pid}/stat").read_text()
+    started = int(stat.rsplit(")", 1)[1].split()[19])
+    record = {"pid": child.pid, "start": started, "mark": os.environ.get("TF_FSM_OWNER")}
+    out = os.environ.get("FAKE_AGENT_BACKGROUND")
+    if out:
+        append_line(out, json.dumps(record))
+
+
 def main() -> int:
     missing = [name for name in REQUIRED_ENV if name not in os.environ]
     env = {name: os.environ.get(name, "") for name in REQUIRED_ENV}
@@ -226,6 +251,10 @@ def main() -> int:
     print(f"fake agent: {phase}/{role} model={model} attempt={attempt}", flush=True)
     if secret:
         print(f"fake agent: using API key {secret}", file=sys.stderr, flush=True)
+
+    for rule in plan.get("background", []):
+        if matches({"phase": phase, **rule}, phase, role, attempt):  # no phase: every phase
+            leave_running(rule)
 
     for rule in plan.get("hang", []):
         if matches(rule, phase, role, attempt):

@@ -385,3 +385,23 @@ def test_tickets_under_a_profiler_keeps_the_normal_exit(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("pt-1 "), done.stdout[:200]
     assert "function calls" in done.stdout  # cProfile's report, written at exit
+
+
+def test_the_readme_test_command_prints_pytests_summary_line() -> None:
+    """The quick start's test command, with pyproject's addopts, must end in pytest's summary
+    line ("N passed"): an extra -q on top of addopts' -q makes it -qq, which prints none."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+
+    text = README.read_text(encoding="utf-8").split("Run the whole test suite", 1)[1]
+    command = next(ln for ln in text.splitlines() if "-m pytest" in ln)
+    args = shlex.split(command.split("-m pytest", 1)[1])
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider",
+         "tests/test_cli.py::test_version_both_entry_points"],
+        cwd=README.parent, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^1 passed in [\d.]+s", done.stdout, re.MULTILINE), done.stdout

@@ -194,7 +194,7 @@ def test_top_level_must_be_object(project: Path) -> None:
         load_settings(project)
 
 
-def test_pi_only_keys_accepted() -> None:
+def test_pi_only_keys_accepted_each_with_a_warning() -> None:
     raw = {
         "$schema": "https://example.invalid/schema.json",
         "checkers": {"python": {"lint": "ruff"}},
@@ -212,8 +212,22 @@ def test_pi_only_keys_accepted() -> None:
         "agents": {"review-merge": "general", "researcher-fetch": "research"},
         "prompts": {"tf-plan": "planning-that-does-not-exist", "tf-next": "general"},
     }
-    loaded = settings_from_dict(raw)
-    assert loaded.warnings == ()
+    loaded = settings_from_dict(raw)  # accepted: no SettingsError
+    # ... and each ignored key the file sets is named in a warning (tests/test_settings_warnings.py)
+    named = [w.split(" is set", 1)[0].split(" are set", 1)[0] for w in loaded.warnings]
+    assert named == [
+        "checkers",
+        "workflow.clarifyDefault",
+        "workflow.mcpServers",
+        "workflow.researchParallelAgents",
+        "workflow.exclude",
+        "ralph.parallelWorktreesDir",
+        "ralph.parallelKeepWorktrees",
+        "ralph.parallelAutoMerge",
+        "agents.researcher-fetch",
+        "agents.review-merge",
+        "prompts.tf-plan, prompts.tf-next",
+    ]
 
 
 def test_unresolvable_role_is_a_load_time_error() -> None:

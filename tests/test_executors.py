@@ -195,6 +195,8 @@ def test_invoke_formats_argv_sets_env_and_feeds_stdin(project: Path, dump_agent:
         str(inv.chain_context),
         "literal {braces}",
     ]
+    mark = seen["env"].pop("TF_FSM_OWNER")  # tf_fsm's own processes carry it (tf_fsm._strays)
+    assert mark.startswith(f"{os.getpid()}.")
     assert seen["env"] == {
         "EXTRA": "kept",
         "TF_TICKET_ID": "pt-1",

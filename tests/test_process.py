@@ -113,8 +113,10 @@ def test_env_is_passed_exactly(tmp_path: Path) -> None:
     seen = json.loads(result.stdout)
     assert seen["TF_TICKET_ID"] == "pt-1"
     assert seen["ONLY_THIS"] == "yes ✓"
-    # Nothing is inherited when env is given (Python itself may add LC_CTYPE under C locale).
-    assert set(seen) - set(env) <= {"LC_CTYPE"}
+    # Nothing is inherited when env is given (Python itself may add LC_CTYPE under C locale),
+    # and tf_fsm adds only the mark that tells its processes apart (tf_fsm._strays).
+    assert set(seen) - set(env) <= {"LC_CTYPE", "TF_FSM_OWNER"}
+    assert seen["TF_FSM_OWNER"].startswith(f"{os.getpid()}.")
 
 
 def test_env_none_inherits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

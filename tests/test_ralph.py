@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, run_with_terminal_stderr
 from tests.e2e.conftest import alive
 from tf_fsm.ralph_progress import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
 from tf_fsm.ralph_worker import last_error, lock_holder, stop_server
@@ -525,7 +525,7 @@ def _result(outcome: str, **kw: Any) -> RunResult:
 
 def test_progress_entries_follow_pi_ticketflow(tmp_path: Path) -> None:
     path = tmp_path / ".tf" / "ralph" / "progress.md"
-    progress = ProgressFile(path, Redactor(["s3cr3t-value"]))
+    progress = ProgressFile(path, tmp_path, Redactor(["s3cr3t-value"]))
     progress.begin()
     blocked = _result(
         "blocked", counts={"Critical": 0, "Major": 2, "Minor": 1}, reason="s3cr3t-value"
@@ -560,7 +560,7 @@ def test_progress_keeps_an_existing_pi_ticketflow_file(tmp_path: Path) -> None:
         "  - Summary: Old entry\n  - Status: COMPLETE\n"
     )
     path.write_text(old)
-    ProgressFile(path).record(_result("error", reason="implement failed"), "")
+    ProgressFile(path, tmp_path).record(_result("error", reason="implement failed"), "")
     text = path.read_text()
     assert "- Tickets completed: 5\n- Tickets failed: 1\n- Total iterations: 6\n" in text
     assert text.endswith("  - Summary: Old entry\n  - Status: COMPLETE\n")
@@ -577,40 +577,11 @@ def test_entry_lines_for_exhausted_ticket() -> None:
 def test_live_view_on_a_terminal(proj: Project) -> None:
     """On a terminal the loop draws a live table (rich) on stderr; it must not get in the way
     of the run or of the summary on stdout."""
-    import pty
-    import threading
-
     for tid in ("pt-1", "pt-2"):
         proj.ticket(tid, plan=FIXABLE, tags=(f"component:{tid}",))
-    master, slave = pty.openpty()
-    seen = bytearray()
-
-    def drain() -> None:  # a full pty would block the loop's writes
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            seen.extend(chunk)
-
-    reader = threading.Thread(target=drain, daemon=True)
-    reader.start()
-    done = subprocess.run(
-        [sys.executable, "-m", "tf_fsm", "--root", str(proj.root), "ralph", "--workers", "2"],
-        env={**os.environ, **proj.env(), "COLUMNS": "120"},
-        stderr=slave,
-        stdout=subprocess.PIPE,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    os.close(slave)
-    reader.join(timeout=5)
-    os.close(master)
+    argv = ["--root", str(proj.root), "ralph", "--workers", "2"]
+    done, screen = run_with_terminal_stderr(argv, {**proj.env(), "COLUMNS": "120"})
     assert done.returncode == 0
-    screen = seen.decode("utf-8", "replace")
     assert "pt-1: started attempt 2 (ralph_retry)" in screen
     assert "running" in screen and "\x1b[" in screen  # the live table, redrawn in place
     assert "no ticket left to run after 4 runs: 2 closed" in done.stdout

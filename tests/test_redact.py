@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.test_redact_formats import FORMATS
 from tf_fsm.redact import MARKER, Redactor, redact
 
 # Built from pieces so that no complete fake credential sits in the source for scanners to flag.
@@ -223,10 +224,13 @@ _FRAGMENTS = st.sampled_from(
         "Bearer ", "Basic ", "abc123", "x", "_", "-", ".", "://", "@", "None", "(", "ok1",
         "eyJabcdefgh1", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----",
         OPENAI, GITHUB["ghp"], AWS, JWT, "s3cr3tvalue", "xoxb-1234567890",
+        # the other formats' prefixes, whole tokens, and the JSON escape letters before them
+        "glpat-", "hf_", "npm_", "SG.", "SK", "dapi", "xoxe.xoxp-", "xapp-1-", "dp.pt.", "\\r",
+        "\r", "0123456789abcdef", "abcdefghijABCDEFGHIJ", *FORMATS.values(),
     ]
 )  # fmt: skip
 _TEXT = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=6)), max_size=25).map("".join)
-_WITH_LITERALS = Redactor(["s3cr3tvalue", 'ab"cd\\ef12'])
+_WITH_LITERALS = Redactor(["s3cr3tvalue", 'ab"cd\\ef12', "0123456789abcdef"])
 
 
 @settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
@@ -243,8 +247,9 @@ def test_redacting_twice_equals_redacting_once(text: str) -> None:
 @given(_TEXT)
 def test_redacting_json_text_keeps_it_valid_json(text: str) -> None:
     for redactor in (redact, _WITH_LITERALS):
-        out = redactor(json.dumps({"k": text}))
-        assert isinstance(json.loads(out), dict)
+        for ensure_ascii in (True, False):
+            out = redactor(json.dumps({"k": text}, ensure_ascii=ensure_ascii))
+            assert isinstance(json.loads(out), dict)
         out = redactor(json.dumps({"k": text}, ensure_ascii=False))
         assert isinstance(json.loads(out), dict)
 

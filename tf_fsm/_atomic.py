@@ -1,15 +1,52 @@
 """Atomic, durable file writes: a temp file in the same directory, fsync, rename, and (unless
 the caller groups it, see TicketStore.batch) an fsync of the directory. A crash leaves the
-old content or the new, never a torn file."""
+old content or the new, never a torn file.
+
+Every write names its boundary (`within`): tf_fsm._confine refuses one that a symlink would
+lead out of it. `within=None` is only for a path the user named on the command line. A disk
+that refuses a write (full, read-only, not permitted) raises StorageError naming the file and
+the operation.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
 import itertools
 import os
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+from tf_fsm._confine import check_within
+from tf_fsm.errors import StorageError, UnsafePathError
+
+#: errors that say the disk or its permissions refused the write, not that tf_fsm is wrong
+REFUSED = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+@contextmanager
+def disk_errors(path: Path, operation: str) -> Iterator[None]:
+    """Turn the disk refusing `operation` on `path` into StorageError (a bad environment, not
+    an internal error); any other OSError is left as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in REFUSED:
+            raise
+        reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+        raise StorageError(path, operation, reason) from None
+
+
+def make_dirs(directory: Path, *, within: Path | None) -> None:
+    """`mkdir -p` under the boundary rule."""
+    if within is not None:
+        check_within(directory, within)
+    with disk_errors(directory, "create the directory"):
+        directory.mkdir(parents=True, exist_ok=True)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -44,13 +81,25 @@ def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
 
 
 def atomic_write_bytes(
-    path: Path, data: bytes, *, sync_dir: bool = True, durable: bool = True
+    path: Path,
+    data: bytes,
+    *,
+    within: Path | None,
+    sync_dir: bool = True,
+    durable: bool = True,
 ) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new content.
     `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
     kept for people to read (prompts, logs), where a crash may lose the newest copy but never
     leaves a torn one. `durable=False` skips every fsync, for a file that describes only the
     running process (the lock's owner note): readers still never see it half written."""
+    if within is not None:
+        check_within(path, within)
+    with disk_errors(path, "write"):
+        _replace(path, data, sync_dir=sync_dir, durable=durable)
+
+
+def _replace(path: Path, data: bytes, *, sync_dir: bool, durable: bool) -> None:
     try:
         # keep the mode the file had, or what a plain open() would give
         mode = path.stat().st_mode & 0o7777
@@ -79,9 +128,16 @@ def atomic_write_bytes(
 
 
 def atomic_write_text(
-    path: Path, text: str, *, sync_dir: bool = True, durable: bool = True
+    path: Path,
+    text: str,
+    *,
+    within: Path | None,
+    sync_dir: bool = True,
+    durable: bool = True,
 ) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), sync_dir=sync_dir, durable=durable)
+    atomic_write_bytes(
+        path, text.encode("utf-8"), within=within, sync_dir=sync_dir, durable=durable
+    )
 
 
 def json_text(obj: Any) -> str:
@@ -97,18 +153,56 @@ def json_text(obj: Any) -> str:
         raise TypeError(str(exc)) from None
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
+def atomic_write_json(path: Path, obj: Any, *, within: Path | None) -> None:
     """Pretty JSON (2-space indent, UTF-8, trailing newline), the way pi-ticketflow writes it.
     Serialized before the temp file exists, so an unserializable object leaves nothing behind."""
-    atomic_write_text(path, json_text(obj))
+    atomic_write_text(path, json_text(obj), within=within)
 
 
-def append_durably(path: Path, data: bytes) -> None:
-    """Append `data` to `path` (created if absent) and fsync it before returning."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+def open_no_follow(path: Path, flags: int, *, within: Path | None, operation: str) -> int:
+    """`os.open` for a file tf_fsm appends to or locks: checked against the boundary, and
+    refused (UnsafePathError) when the file itself is a symlink, even one inside the boundary
+    (the journal's append repairs a torn last line by truncating: through a link, it would cut
+    a file of the user's)."""
+    if within is not None:
+        check_within(path, within)
+    with disk_errors(path, operation):
+        try:
+            return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+    target = os.path.realpath(path)
+    raise UnsafePathError(path, target, within or path.parent, appended_link(target))
+
+
+def appended_link(target: str) -> str:
+    """Why a file tf_fsm appends to or locks may not be a symlink, even one inside the project."""
+    return f"is a symlink (to {target}), and tf-fsm appends to or locks this file"
+
+
+@contextmanager
+def exclusive(path: Path, *, within: Path | None) -> Iterator[None]:
+    """Hold an exclusive flock(2) on the lock file `path` (created, never through a symlink)
+    for the block: writers of one file take turns, across processes."""
+    import fcntl
+
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, within=within, operation="lock")
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the flock
+
+
+def append_durably(path: Path, data: bytes, *, within: Path | None) -> None:
+    """Append `data` to `path` (created if absent) and fsync it before returning."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    fd = open_no_follow(path, flags, within=within, operation="append to")
+    try:
+        with disk_errors(path, "append to"):
+            write_all(fd, data)
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -26,14 +26,17 @@ exit codes:
   0   success (run: the ticket is closed)
   1   unexpected internal error (traceback with --verbose)
   2   bad input: usage, settings file, ticket id, missing project or ticket,
-      missing agent program, corrupt state file (left untouched)
+      missing agent program, corrupt state file (left untouched), a prompt template
+      the sandbox refuses, a symlink that would lead a write out of the project
   3   run: blocked by the quality gate, retries left
   4   run: blocked, retries exhausted, the ticket's budget spent, or the same
       failure repeated (same-failure; later runs are refused before any agent runs)
   5   run: a phase failed; the attempt is in error and resumable with `run` again
   6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
-  75  the ticket is being run by another process
-  130 interrupted (Ctrl-C; ralph and watch also on SIGTERM)
+  74  the disk refused a write: full, read-only or not permitted (names the file)
+  75  the ticket is being run by another process (ralph: every ready ticket was, so
+      nothing ran)
+  130 interrupted (Ctrl-C; run, resume, ralph and watch also on SIGTERM): resumable
   141 standard output was closed early (e.g. piped into `head`); the rest of the output
       is dropped quietly
 """
@@ -179,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the outcome (or, with --plan, the plan) as JSON on stdout",
     )
-    p.add_argument("--ralph", action="store_true", help=argparse.SUPPRESS)  # loop's workers
+    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock
+    p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run, research=None)
 
     p = add("resume", "continue a ticket's attempt that is in progress or in error")
@@ -201,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         create_followups=False,
         simplify_tickets=False,
         final_review_loop=False,
-        ralph=False,
+        ralph=None,
     )
 
     p = add("prompts", "list the prompt templates each phase uses, or render one")
@@ -228,8 +232,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="list: one JSON object per line")
     p.set_defaults(func=cmd_prompts)
 
-    p = add("status", "state, attempt, retries and escalation of tickets")
-    p.add_argument("tickets", nargs="*", metavar="TICKET")
+    p = add("status", "state, attempt, blocked attempts, escalation and next step of tickets")
+    p.add_argument(
+        "tickets", nargs="*", metavar="TICKET", help="these tickets (default: every ticket run)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="the whole backlog: every ticket in .tickets/ in tk's order (priority, then id), "
+        "those never run too, then tickets with state but no ticket file",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per ticket per line")
     p.set_defaults(func=cmd_status)
 

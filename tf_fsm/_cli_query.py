@@ -10,8 +10,9 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tf_fsm._terminal import terminal_safe
 from tf_fsm.cli import (
     EXIT_BAD_INPUT,
     EXIT_BLOCKED,
@@ -23,6 +24,9 @@ from tf_fsm.cli import (
     print_json,
 )
 from tf_fsm.errors import CorruptStateError, ProjectNotFoundError, TicketError
+
+if TYPE_CHECKING:
+    from tf_fsm.backlog import TkRecord
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
@@ -77,40 +81,63 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tf_fsm.project import nothing_run
 
     root = _root(args)
-    if not args.tickets and nothing_run(root):
+    if args.all and args.tickets:
+        raise UsageError("--all shows every ticket of the backlog; drop the TICKET names")
+    if not args.tickets and not args.all and nothing_run(root):
         # No ticket state, and settings that need no validation (none, or bytes that passed
         # before): answered without the settings models (pydantic), which would take longer
         # than the rest of the command.
         return _no_rows(args.json)
     from tf_fsm.config import load_settings
-    from tf_fsm.status import ticket_status, tracked_tickets
+    from tf_fsm.status import BLOCKED_ATTEMPTS, status_row
 
     settings = load_settings(root)
-    if args.tickets:
-        ids = _known_tickets(root, settings, _ticket_ids(args.tickets))
-    else:
-        ids = tracked_tickets(root, settings)
     rows, corrupt = [], 0
-    for ticket_id in ids:
+    for ticket in _status_tickets(args, root, settings):
         try:
-            rows.append(ticket_status(root, settings, ticket_id))
+            rows.append(status_row(root, settings, ticket))
         except CorruptStateError as exc:  # the other tickets are still shown; exit 2 at the end
-            print(f"tf-fsm: error: {exc.message}", file=sys.stderr)
+            print(f"tf-fsm: error: {terminal_safe(exc.message)}", file=sys.stderr)
             corrupt += 1
-            rows.append(_corrupt_row(ticket_id, exc))
+            rows.append(_corrupt_row(ticket if isinstance(ticket, str) else ticket.id, exc))
     if not rows:
-        return _no_rows(args.json)
-    columns = ("ticket", "state", "attempt", "retries", "escalated", "last failure", "next")
-    _print_rows(rows, args.json, columns, lambda row: [
+        return _no_rows(args.json, args.all)
+    columns = ("ticket", "state", "attempt", BLOCKED_ATTEMPTS, "escalated", "last failure", "next")
+    _print_rows(rows, args.json, columns, _status_cells)
+    return EXIT_BAD_INPUT if corrupt else EXIT_OK
+
+
+def _status_tickets(args: argparse.Namespace, root: Path, settings: Any) -> list[TkRecord | str]:
+    """The named tickets, the whole backlog (`--all`, with what its scan found wrong on
+    stderr), or every ticket with state."""
+    from tf_fsm.status import tracked_tickets, whole_backlog
+
+    if args.all:
+        tickets, problems = whole_backlog(root, settings)
+        for problem in problems:
+            print(f"tf-fsm: warning: {terminal_safe(problem)}", file=sys.stderr)
+        return tickets
+    if args.tickets:
+        return list(_known_tickets(root, settings, _ticket_ids(args.tickets)))
+    return list(tracked_tickets(root, settings))
+
+
+def _status_cells(row: dict[str, Any]) -> list[str]:
+    """One status row: `-` where a ticket has no state (never run), and the blocked attempts
+    in words that a close cannot make contradict the attempt number."""
+    from tf_fsm.status import blocked_attempts
+
+    no_state = row.get("status") is None and row["state"] != "corrupt"
+    count, cap = row["retryCount"], row["maxRetries"]
+    return [
         row["ticket"],
-        row["state"],
+        "-" if no_state else row["state"],
         str(row["attempt"] or "-"),
-        "-" if row["retryCount"] is None else f"{row['retryCount']}/{row['maxRetries']}",
+        "-" if count is None else blocked_attempts(count, cap, row["state"] == "closed"),
         ", ".join(row["escalatedRoles"]) or "-",
         row["lastFailure"] or "-",
         row["next"],
-    ])  # fmt: skip
-    return EXIT_BAD_INPUT if corrupt else EXIT_OK
+    ]
 
 
 def _corrupt_row(ticket_id: str, exc: CorruptStateError) -> dict[str, Any]:
@@ -133,10 +160,11 @@ def _print_rows(
             print_json(row)
         return
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(*columns)
-    for row in rows:
-        table.add_row(*cells(row))
+    for row in rows:  # Text, escaped: a title or an agent's text is neither markup nor control
+        table.add_row(*(Text(terminal_safe(cell)) for cell in cells(row)))
     _console().print(table)
 
 
@@ -156,9 +184,9 @@ def _known_tickets(root: Path, settings: Any, ticket_ids: list[str]) -> list[str
     return ticket_ids
 
 
-def _no_rows(as_json: bool) -> int:
+def _no_rows(as_json: bool, whole_backlog: bool = False) -> int:
     if not as_json:  # --json prints one line per ticket: none
-        print("no tickets have been run yet")
+        print("the backlog has no tickets" if whole_backlog else "no tickets have been run yet")
     return EXIT_OK
 
 
@@ -241,8 +269,8 @@ def cmd_tickets(args: argparse.Namespace) -> int:
     # the records of a large backlog again and again (39 passes, about 10 ms at 10k tickets).
     gc.disable()
     backlog = scan(tickets_dir(_root(args)))
-    for problem in backlog.problems:
-        print(f"tf-fsm: warning: {problem}", file=sys.stderr)
+    for problem in backlog.problems:  # tf_fsm's own line: a file name is escaped (stdout is tk's)
+        print(f"tf-fsm: warning: {terminal_safe(str(problem))}", file=sys.stderr)
     if args.action == "show":
         if not args.ticket:
             raise UsageError("tf-fsm tickets show needs a TICKET")

@@ -30,15 +30,23 @@ def _positive(text: str) -> int:
     return value
 
 
+def _at_most(option: str, value: int | None, bound: int) -> None:
+    if value is not None and value > bound:
+        raise UsageError(f"{option}: at most {bound}, not {value} (docs/settings.md)")
+
+
 def cmd_ralph(args: argparse.Namespace) -> int:
     from tf_fsm.config import load_settings
     from tf_fsm.ralph import LoopOptions, run_ralph
+    from tf_fsm.settings_schema import MAX_ITERATIONS, MAX_WORKERS
 
     root = _root(args)
     settings = load_settings(root, record=not args.dry_run)  # --dry-run writes nothing
     for warning in settings.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     ralph = settings.settings.ralph
+    _at_most("--workers", args.workers, MAX_WORKERS)  # the bounds the settings keys have
+    _at_most("--max-iterations", args.max_iterations, MAX_ITERATIONS)
     options = LoopOptions(
         workers=args.workers or ralph.parallelWorkers,
         max_iterations=args.max_iterations or ralph.maxIterations,
@@ -57,6 +65,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from tf_fsm._terminal import terminal_safe
     from tf_fsm.config import load_settings
     from tf_fsm.executors.doctor import diagnose
 
@@ -65,25 +74,30 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json(diag.to_json(), indent=2)
         return diag.exit_code
+
+    def say(line: str) -> None:
+        # the agent CLI's version and stderr are its own words; the settings' are the user's
+        print(terminal_safe(line))
+
     preset = f", preset {diag.preset}" if diag.preset else ""
-    print(f"executor: {diag.kind}{preset}")
+    say(f"executor: {diag.kind}{preset}")
     if diag.program:
         where = diag.path or "NOT FOUND"
-        print(f"agent: {diag.program} -> {where}" + (f" ({diag.version})" if diag.version else ""))
+        say(f"agent: {diag.program} -> {where}" + (f" ({diag.version})" if diag.version else ""))
     for note in diag.notes:
-        print(f"note: {note}")
+        say(f"note: {note}")
     if diag.commands:
-        print("command lines on attempt 1 (prompt on stdin; TF_* variables in the environment):")
+        say("command lines on attempt 1 (prompt on stdin; TF_* variables in the environment):")
         import shlex
 
         for call in diag.commands:
-            print(f"  {call['phase']:<9} {call['role']:<24} {shlex.join(call['argv'])}")
+            say(f"  {call['phase']:<9} {call['role']:<24} {shlex.join(call['argv'])}")
     for problem in diag.problems:
-        print(f"cannot map: {problem}")
+        say(f"cannot map: {problem}")
     if diag.error:
-        print(f"tf-fsm: error: {diag.error}", file=sys.stderr)
+        print(f"tf-fsm: error: {terminal_safe(diag.error)}", file=sys.stderr)
     elif not diag.problems:
-        print("ok: every setting maps onto the agent CLI")
+        say("ok: every setting maps onto the agent CLI")
     return diag.exit_code
 
 
@@ -109,7 +123,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     checks = criteria(results)
     if args.chart:
         title = f"{tickets} simulated tickets, seed {args.seed}"
-        atomic_write_text(Path(args.chart), svg_chart(results, title))
+        atomic_write_text(Path(args.chart), svg_chart(results, title), within=None)
     if args.json:
         out = {
             "tickets": tickets,

@@ -18,18 +18,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from io import IOBase
 from pathlib import Path
 
+from tf_fsm._output import TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN  # re-exported for callers
+from tf_fsm._output import Capture
+from tf_fsm._output import tail as tail
+from tf_fsm._strays import OWNER_ENV, end_marked, finished, new_mark
+
 KILL_GRACE_SECONDS = 2.0
-#: how much text beyond a tail's cut is redacted with it (a PEM private key fits in it)
-TAIL_REDACT_MARGIN = 8192
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks
 _CHUNK = 64 * 1024
-_LINE_SLACK = 64 * 1024  # how far back a kept head or tail looks for a line end to cut at
 _PR_SET_PDEATHSIG = 1
 
 
@@ -130,73 +131,86 @@ class ProcessResult:
     stderr: str
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        if grace is None:
-            return
-        try:
-            proc.wait(timeout=grace)
-            # The leader is gone; make sure nothing it spawned lingers in the group.
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (subprocess.TimeoutExpired, ProcessLookupError, PermissionError):
-            continue
-        return
+#: how long a child's output may stay open after the child itself has exited: whatever still
+#: holds it then is a leftover of the child, and is ended
+LINGER_SECONDS = 1.0
 
 
-class _Capture:
-    """One output stream as it is read: all of it, or with `keep`, only its first and last
-    `keep` bytes (memory stays bounded however much the process prints)."""
+class _Leader:
+    """The child itself. On Linux its exit is seen through a pidfd before it is reaped: while
+    it is a zombie its process group id cannot be reused, so the group's leftovers (`cmd &`)
+    are killed without any risk of reaching someone else's processes."""
 
-    def __init__(self, keep: int | None) -> None:
-        self.keep = keep
-        self.head = bytearray()
-        self.tail: deque[bytes] = deque()
-        self.tail_size = 0
-        self.total = 0
+    def __init__(self, proc: subprocess.Popen[bytes], mark: str) -> None:
+        self.proc, self.mark = proc, mark
+        self.fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.fd = os.pidfd_open(proc.pid)
+        self.exited_at: float | None = None
+        self.swept = False
 
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        if self.keep is None:
-            self.head += data
-            return
-        room = self.keep - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail.append(data)
-            self.tail_size += len(data)
-            while self.tail and self.tail_size - len(self.tail[0]) >= self.keep:
-                self.tail_size -= len(self.tail.popleft())
+    def on_exit(self) -> None:
+        """The child has exited: kill what is left of its process group."""
+        if self.exited_at is None:
+            self.exited_at = time.monotonic()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
 
-    def text(self) -> str:
-        head, tail = bytes(self.head), b"".join(self.tail)
-        if self.keep is None or self.total <= 2 * self.keep:
-            return (head + tail).decode("utf-8", errors="replace")
-        tail = tail[-self.keep :]
-        # Cut at line ends where there is one near, so that no line (nor a secret on it) is
-        # kept in part, where redaction could no longer recognise it.
-        end = head.rfind(b"\n", max(0, len(head) - _LINE_SLACK)) + 1
-        head = head[:end] if end else head
-        start = tail.find(b"\n", 0, _LINE_SLACK) + 1
-        tail = tail[start:]
-        dropped = self.total - len(head) - len(tail)
-        note = (
-            f"\n[... tf-fsm: {dropped} bytes of output dropped here: only the first and last "
-            f"{self.keep} bytes of a stream are kept ...]\n"
-        )
-        return head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", "replace")
+    def wait_exit(self, timeout: float | None) -> bool:
+        """Whether the child exited within `timeout` (reaped only where there is no pidfd)."""
+        if self.exited_at is None:
+            if self.fd is not None:
+                if not select.select([self.fd], [], [], timeout)[0]:
+                    return False
+            else:
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    return False
+            self.on_exit()
+        return True
+
+    def reap(self, deadline: float | None) -> None:
+        """Wait for the child to exit (TimeoutExpired at the deadline), end its group, reap it."""
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self.wait_exit(remaining):
+            raise subprocess.TimeoutExpired(self.proc.args, remaining or 0)
+        self.proc.wait()
+
+    def linger_until(self) -> float | None:
+        """Until when its output is still read after it exited (None while it runs)."""
+        if self.exited_at is None:
+            return None
+        return self.exited_at + LINGER_SECONDS * (2 if self.swept else 1)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        finished(self.mark)
+
+
+def _kill_group(leader: _Leader) -> None:
+    """SIGTERM to the child's group; SIGKILL to it once the child exits, or after the grace."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader.proc.pid, signal.SIGTERM)
+    if not leader.wait_exit(KILL_GRACE_SECONDS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader.proc.pid, signal.SIGKILL)
+        leader.wait_exit(None)
 
 
 def _pump(
-    proc: subprocess.Popen[bytes], data: bytes, streams: dict[int, _Capture], deadline: float | None
+    proc: subprocess.Popen[bytes],
+    data: bytes,
+    streams: dict[int, Capture],
+    deadline: float | None,
+    leader: _Leader,
 ) -> None:
     """Feed `data` to stdin and read stdout and stderr until both are closed, as `communicate`
-    does, but into bounded captures. TimeoutExpired at the deadline."""
+    does, but into bounded captures. TimeoutExpired at the deadline. Once the child has
+    exited, output still held open after LINGER_SECONDS is held by a leftover that left its
+    group: those are ended (tf_fsm._strays), and after as long again the pipes are let go."""
     with selectors.DefaultSelector() as sel:
         if proc.stdin is not None and not proc.stdin.closed:
             if data:
@@ -206,24 +220,56 @@ def _pump(
         for stream in (proc.stdout, proc.stderr):
             if stream is not None and not stream.closed:
                 sel.register(stream, selectors.EVENT_READ, streams[stream.fileno()])
+        if leader.fd is not None and leader.exited_at is None:
+            sel.register(leader.fd, selectors.EVENT_READ, leader)
         view, offset = memoryview(data), 0
-        while sel.get_map():
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                raise subprocess.TimeoutExpired(proc.args, 0)
+        while any(key.data is not leader for key in sel.get_map().values()):
+            wait = _wait(proc, deadline, leader)
+            if wait is None and leader.exited_at is not None:
+                _let_go(sel, leader)
+                return
             for key, _ in sel.select(wait):
-                if key.data is None:  # stdin
+                if key.data is leader:
+                    sel.unregister(key.fileobj)
+                    leader.on_exit()
+                elif key.data is None:  # stdin
                     try:
                         offset += os.write(key.fd, view[offset : offset + _PIPE_BUF])
                     except BrokenPipeError:  # it stopped reading: the rest is not wanted
                         offset = len(view)
-                    if offset < len(view):
-                        continue
+                    if offset >= len(view):
+                        sel.unregister(key.fileobj)
+                        _close(key.fileobj)
                 elif chunk := os.read(key.fd, _CHUNK):
                     key.data.add(chunk)
-                    continue
-                sel.unregister(key.fileobj)
-                _close(key.fileobj)
+                else:
+                    sel.unregister(key.fileobj)
+                    _close(key.fileobj)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float | None, leader: _Leader) -> float | None:
+    """How long the next select may wait; TimeoutExpired at the deadline. None with the child
+    gone means the output has lingered for good."""
+    now = time.monotonic()
+    if deadline is not None and now >= deadline:
+        raise subprocess.TimeoutExpired(proc.args, 0)
+    linger = leader.linger_until()
+    if linger is not None and now >= linger:
+        if leader.swept:
+            return None
+        leader.swept = True
+        end_marked(leader.mark)  # those holding the output open
+        linger = leader.linger_until()
+    until = min((t for t in (deadline, linger) if t is not None), default=None)
+    return None if until is None else max(0.0, until - now)
+
+
+def _let_go(sel: selectors.BaseSelector, leader: _Leader) -> None:
+    """Stop reading output that something outside tf_fsm's reach still holds open."""
+    for key in list(sel.get_map().values()):
+        sel.unregister(key.fileobj)
+        if key.data is not leader:
+            _close(key.fileobj)
 
 
 def _close(stream: object) -> None:
@@ -243,13 +289,18 @@ def run_process(
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout.
     With `keep`, only the first and last `keep` bytes of each stream are kept (cut at line
-    ends where possible), and a note where the middle was says how many bytes were dropped."""
+    ends where possible), and a note where the middle was says how many bytes were dropped.
+
+    Whatever the child leaves behind when it ends (a `sleep 300 &`, a dev server) is ended
+    with it: its process group at once, and processes that left the group (tf_fsm._strays)
+    when they hold its output open, else at the end of the run."""
     started = time.monotonic()
     command, preexec = _with_parent_death(argv, cwd, env)
+    mark = new_mark()
     proc = subprocess.Popen(
         command,
         cwd=cwd,
-        env=dict(env) if env is not None else None,
+        env={**(os.environ if env is None else env), OWNER_ENV: mark},
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -257,23 +308,26 @@ def run_process(
         preexec_fn=preexec,
     )
     data = stdin.encode() if stdin is not None else b""
-    out, err = _Capture(keep), _Capture(keep)
+    out, err = Capture(keep), Capture(keep)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
     deadline = None if timeout is None else started + timeout
     timed_out = False
+    leader = _Leader(proc, mark)
     try:
-        _pump(proc, data, streams, deadline)
-        proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        _pump(proc, data, streams, deadline, leader)
+        leader.reap(deadline)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(proc)
-        _pump(proc, b"", streams, None)
+        _kill_group(leader)
+        _pump(proc, b"", streams, None, leader)
         proc.wait()
     except BaseException:  # Ctrl-C: take the agent down with us, then let the caller see it
-        _kill_group(proc)
-        _pump(proc, b"", streams, None)
+        _kill_group(leader)
+        _pump(proc, b"", streams, None, leader)
         proc.wait()
         raise
+    finally:
+        leader.close()
     return ProcessResult(
         argv=tuple(argv),
         exit_code=None if timed_out else proc.returncode,
@@ -282,37 +336,3 @@ def run_process(
         stdout=out.text(),
         stderr=err.text(),
     )
-
-
-def tail(
-    text: str, lines: int = 20, limit: int = 2000, redact: Callable[[str], str] | None = None
-) -> str:
-    """The last lines of a stream, bounded, for one-line error reports.
-
-    With `redact`, a margin beyond the cut is redacted first, then cut: a secret that straddles
-    the cut is recognised whole and never shows up in part. (Cutting first, then redacting,
-    leaves the end of such a secret unrecognisable.)"""
-    if lines <= 0 or limit <= 0:
-        return ""
-    text = text.rstrip()
-    if redact is not None:
-        text = _redacted_end(text, 2 * limit, redact)  # `\r\n` becomes `\n`: 2 * limit
-    kept = "\n".join(text.splitlines()[-lines:])
-    return kept[-limit:]
-
-
-def _redacted_end(text: str, size: int, redact: Callable[[str], str]) -> str:
-    """At least the last `size` characters of `text` (fewer if it is shorter), redacted. A
-    window TAIL_REDACT_MARGIN longer is redacted, then that many characters are dropped from
-    its start again: a secret cut by the window's start lies in them, however much redaction
-    shortened the text after it. A window that redaction shortened is widened, and redone."""
-    want = size
-    for _ in range(4):
-        window = text[-(want + TAIL_REDACT_MARGIN) :]
-        if len(window) == len(text):
-            return redact(text)
-        clean = redact(window)[TAIL_REDACT_MARGIN:]
-        if len(clean) >= size:
-            break
-        want += size - len(clean)
-    return clean

@@ -23,9 +23,11 @@ from tf_fsm.errors import (
     ProjectNotFoundError,
     PromptTemplateError,
     SettingsError,
+    StorageError,
     TfFsmError,
     TicketError,
     TicketLockedError,
+    UnsafePathError,
 )
 
 
@@ -46,6 +48,8 @@ EXIT_BLOCKED = 3
 EXIT_EXHAUSTED = 4
 EXIT_ERROR = 5
 EXIT_WAITING = 6
+#: the disk refused a write: full, read-only, not permitted (sysexits' EX_IOERR)
+EXIT_STORAGE = 74
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
 #: standard output was closed early (`tf-fsm tickets ready | head -1`): 128 + SIGPIPE, what a
@@ -64,6 +68,8 @@ EXIT_CODES: tuple[tuple[type[TfFsmError], int], ...] = (
     (ExecutorError, EXIT_BAD_INPUT),
     (UsageError, EXIT_BAD_INPUT),
     (PromptTemplateError, EXIT_BAD_INPUT),
+    (UnsafePathError, EXIT_BAD_INPUT),
+    (StorageError, EXIT_STORAGE),
 )
 #: How a run ended -> exit code.
 OUTCOME_CODES = {
@@ -129,7 +135,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     import os
 
     from tf_fsm.config import ROOT_ENV, SETTINGS_RELPATH, init_settings, load_settings
-    from tf_fsm.store import atomic_write_json
+    from tf_fsm.store import atomic_write_json, make_dirs
     from tf_fsm.tickets import tickets_dir
 
     # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here;
@@ -146,9 +152,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     path = root / SETTINGS_RELPATH
     if path.exists():
         raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
-    atomic_write_json(path, init_settings())
+    atomic_write_json(path, init_settings(), within=root)
     load_settings(root, record=True)  # checks what init wrote, and records it for `status`
-    tickets_dir(root).mkdir(parents=True, exist_ok=True)
+    make_dirs(tickets_dir(root), within=root)
     print(f"wrote {path}")
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
     return EXIT_OK
@@ -178,11 +184,15 @@ def _report(outcome: Any) -> int:
         "error": "ERROR (resumable: run it again)",
         "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
     }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
-    stream = sys.stdout if outcome.status in ("closed", "already_closed") else sys.stderr
-    print(
+    from tf_fsm._terminal import terminal_safe
+    from tf_fsm.status import BLOCKED_ATTEMPTS, blocked_attempts
+
+    closed = outcome.status in ("closed", "already_closed")
+    count = blocked_attempts(outcome.retry_count, outcome.max_retries, closed)
+    print(  # the reason may hold an agent's own words: escaped for the terminal
         f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
-        f"(retries {outcome.retry_count}/{outcome.max_retries}): {outcome.reason}",
-        file=stream,
+        f"({BLOCKED_ATTEMPTS} {count}): {terminal_safe(outcome.reason)}",
+        file=sys.stdout if closed else sys.stderr,
     )
     return OUTCOME_CODES[outcome.status]
 
@@ -190,13 +200,16 @@ def _report(outcome: Any) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from tf_fsm.orchestrator import run_ticket
     from tf_fsm.progress import ConsoleObserver
+    from tf_fsm.ralph_worker import run_interrupts
 
     root = _root(args)
     (ticket_id,) = _ticket_ids([args.ticket])
     if args.plan:
         return _print_plan(root, ticket_id, args)
+    _end_orphans()
     options = _worker_options(args, root, ticket_id)
-    outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
+    with run_interrupts():  # SIGTERM interrupts a run as Ctrl-C does
+        outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
     if args.json:
         print_json(_outcome_json(outcome))
         return OUTCOME_CODES[outcome.status]
@@ -220,6 +233,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
             f"next: {next_step(store, state, settings)}; use `tf-fsm run {ticket_id}`"
         )
     return cmd_run(args)
+
+
+def _end_orphans() -> None:
+    """Before a run: end what a killed run's agents left running (tf_fsm._strays)."""
+    from tf_fsm._strays import end_orphans
+
+    if ended := end_orphans():
+        print(f"tf-fsm: {ended}", file=sys.stderr)
 
 
 def _outcome_json(outcome: Any) -> dict[str, Any]:
@@ -280,20 +301,33 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
                 f"         {call['role']:<24} {call['model']} ({call['source']}) "
                 f"{Path(call['template']).name} [{call['templateOrigin']}] {call['promptBytes']} B"
             )
+    if data.get("qualityGates"):
+        import shlex
+
+        print("quality gates, run by verify in this order (workflow.qualityGates):")
+        for gate in data["qualityGates"]:
+            if not gate["required"]:
+                kind = "optional (reported, never blocks)"
+            elif not gate["blocks"]:
+                kind = "required (reported, never blocks: workflow.enableQualityGate is false)"
+            else:
+                rounds = gate["feedbackRounds"]
+                kind = f"required, {f'up to {rounds}' if rounds else 'no'} fix rounds"
+            print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
+            if gate["cannotStart"]:
+                print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
     return EXIT_OK
 
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
-    """`run --ralph` (hidden): how the backlog loop's worker processes run a ticket."""
+    """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker
+    processes run a ticket."""
     options = _run_options(args)
-    if not args.ralph:
+    if args.ralph is None:
         return options
     import dataclasses
 
-    from tf_fsm.ralph_worker import install_worker_sigint
-
-    install_worker_sigint()
-    return dataclasses.replace(options, retry_trigger="ralph_retry")
+    return dataclasses.replace(options, retry_trigger="ralph_retry", loop=args.ralph or None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -368,6 +402,9 @@ def _run_command(func: Callable[[argparse.Namespace], int], args: argparse.Names
     except Exception as exc:
         if isinstance(exc, BrokenPipeError) and _stdout_closed():
             return _drop_stdout()
+        if (refused := _storage_error(exc)) is not None:
+            print(f"tf-fsm: error: {refused}", file=sys.stderr)
+            return EXIT_STORAGE
         if args.verbose:
             raise
         print(
@@ -375,6 +412,17 @@ def _run_command(func: Callable[[argparse.Namespace], int], args: argparse.Names
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _storage_error(exc: Exception) -> StorageError | None:
+    """An OSError raised outside the write door (tf_fsm._atomic) that still says the disk
+    refused: a bad environment, exit 74, naming the file, not an internal error."""
+    from tf_fsm._atomic import REFUSED
+
+    if not isinstance(exc, OSError) or exc.errno not in REFUSED:
+        return None
+    where = Path(exc.filename) if exc.filename else Path("?")
+    return StorageError(where, "access", exc.strerror or str(exc))
 
 
 def _stdout_closed() -> bool:

@@ -3,8 +3,8 @@
 The project file is laid over tf_fsm's package defaults (dicts merge key by key, lists and
 scalars replace), as pi-ticketflow lays its package config under the project's. Sections
 tf_fsm owns reject unknown keys with the nearest valid one; keys pi-ticketflow uses but
-tf_fsm does not act on are accepted and ignored. Every role's model chain is resolved at
-load time, so a broken mapping fails before any agent runs.
+tf_fsm does not act on are accepted, with a warning naming each (IGNORED_KEYS). Every role's
+model chain is resolved at load time, so a broken mapping fails before any agent runs.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from tf_fsm._confine import check_knowledge_dir
+from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.errors import SettingsError, SettingsProblem
 
 # Re-exported: they live in tf_fsm.project so that finding the project does not load pydantic.
@@ -32,6 +34,7 @@ from tf_fsm.project import record_checked_settings
 # The schema (tf_fsm.settings_schema): what this module uses, and what the rest of tf_fsm
 # imports from here.
 from tf_fsm.settings_schema import ESCALATION_KEYS as ESCALATION_KEYS
+from tf_fsm.settings_schema import IGNORED_KEYS as IGNORED_KEYS
 from tf_fsm.settings_schema import PACKAGE_DEFAULTS as PACKAGE_DEFAULTS
 from tf_fsm.settings_schema import PI_ONLY_ROLES as PI_ONLY_ROLES
 from tf_fsm.settings_schema import REVIEWER_ROLES as REVIEWER_ROLES
@@ -72,9 +75,13 @@ class LoadedSettings:
 
 
 def knowledge_dir(root: Path, settings: LoadedSettings) -> Path:
-    """`workflow.knowledgeDir`, relative to the project root unless absolute."""
+    """`workflow.knowledgeDir`, relative to the project root unless absolute. Configured inside
+    the project, it must not be a symlink out of it (UnsafePathError): the store's writes are
+    confined to it (tf_fsm._confine)."""
     configured = Path(settings.workflow.knowledgeDir)
-    return configured if configured.is_absolute() else root / configured
+    path = configured if configured.is_absolute() else root / configured
+    check_knowledge_dir(root, path)
+    return path
 
 
 def init_settings() -> dict[str, Any]:
@@ -122,6 +129,8 @@ def load_settings(root: Path, record: bool = False) -> LoadedSettings:
     except json.JSONDecodeError as exc:
         problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         raise SettingsError(path, [SettingsProblem("", problem)]) from None
+    except JsonLimitError as exc:
+        raise SettingsError(path, [SettingsProblem("", exc.problem)]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(path, [SettingsProblem("", f"cannot read: {exc}")]) from None
     if not isinstance(raw, dict):
@@ -150,13 +159,14 @@ class _Pairs(list[tuple[str, Any]]):
 
 
 def _parse_json(path: Path, text: str) -> Any:
-    """`json.loads`, except that a key given twice in one object is an error naming its dotted
-    path. Only a file that repeats a key is parsed a second time, to find every repeat."""
+    """`load_json` (tf_fsm._json_input: JSON nested too deeply is JsonLimitError), except that a
+    key given twice in one object is an error naming its dotted path. Only a file that repeats
+    a key is parsed a second time, to find every repeat."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_object)
+        return load_json(text, object_pairs_hook=_unique_object)
     except _DuplicateKey:
         pass
-    tree = json.loads(text, object_pairs_hook=_Pairs)
+    tree = load_json(text, object_pairs_hook=_Pairs)
     problem = "duplicate key: given {} times in one object (only the last would count); keep one"
     problems = [SettingsProblem(key, problem.format(n)) for key, n in _duplicates(tree, ())]
     raise SettingsError(path, problems)
@@ -273,13 +283,12 @@ def _resolve_roles(
 ) -> tuple[dict[str, RoleModel], dict[str, RoleModel], list[SettingsProblem]]:
     roles: dict[str, RoleModel] = {}
     problems: list[SettingsProblem] = []
-    raw_prompts = _section(raw, "prompts")
+    worker_prompt = _worker_prompt(raw)
     for role in ROLES:
         if role == "worker":
             # The project's own prompts entry wins; pi-ticketflow names the worker prompt `tf`.
-            key = next((f"prompts.{k}" for k in WORKER_PROMPT_KEYS if k in raw_prompts), None)
-            name = settings.prompts[key.split(".", 1)[1]] if key else "worker"
-            key = key or "metaModels.worker (default)"
+            name = settings.prompts[worker_prompt] if worker_prompt else "worker"
+            key = f"prompts.{worker_prompt}" if worker_prompt else "metaModels.worker (default)"
         elif role in settings.agents:
             key, name = f"agents.{role}", settings.agents[role]
         else:
@@ -308,6 +317,12 @@ def _resolve_roles(
         else:  # a raw provider/model id keeps the role's base thinking level
             escalated[role] = RoleModel(role, value, roles[role].thinking, None, where)
     return roles, escalated, problems
+
+
+def _worker_prompt(raw: Mapping[str, Any]) -> str | None:
+    """The prompts entry the project's file names the worker's metaModel with, if any."""
+    prompts = _section(raw, "prompts")
+    return next((key for key in WORKER_PROMPT_KEYS if key in prompts), None)
 
 
 def _warnings(settings: Settings, raw: Mapping[str, Any]) -> list[str]:
@@ -344,4 +359,32 @@ def _warnings(settings: Settings, raw: Mapping[str, Any]) -> list[str]:
         near = difflib.get_close_matches(role, ROLES, n=1, cutoff=0.75)
         if near:
             out.append(f"agents.{role} is not a role tf_fsm runs (did you mean {near[0]}?)")
+    return out + _ignored_keys(raw)
+
+
+def _ignored_keys(raw: Mapping[str, Any]) -> list[str]:
+    """One warning per pi-ticketflow key the project's file sets and tf_fsm does not act on;
+    the prompts entries other than the worker's share one (pi-ticketflow's file has ~25)."""
+    one = "is set, but tf_fsm ignores it"
+    out = [f"{key} {one}: {why}" for key, why in IGNORED_KEYS.items() if _sets(raw, key)]
+    agents = _section(raw, "agents")
+    out += [
+        f"agents.{role} {one}: a pi-ticketflow role tf_fsm does not run"
+        for role in sorted(PI_ONLY_ROLES)
+        if role in agents
+    ]
+    worker = _worker_prompt(raw)
+    unused = [f"prompts.{key}" for key in _section(raw, "prompts") if key != worker]
+    if unused:
+        verb = one if len(unused) == 1 else "are set, but tf_fsm ignores them"
+        readable = ", else ".join(f"prompts.{k}" for k in WORKER_PROMPT_KEYS)
+        out.append(f"{', '.join(unused)} {verb}: it reads only the worker's entry ({readable})")
     return out
+
+
+def _sets(raw: Mapping[str, Any], dotted: str) -> bool:
+    """Whether the project's file itself sets the key at dotted path `dotted`."""
+    *sections, key = dotted.split(".")
+    for name in sections:
+        raw = _section(raw, name)
+    return key in raw

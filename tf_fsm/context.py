@@ -6,13 +6,13 @@ resume, so a resumed attempt keeps its models, plan and prior-failure summary.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tf_fsm._json_input import load_json
 from tf_fsm.detection import extract_findings
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.escalation import Resolution, RoleResolution
@@ -158,7 +158,7 @@ def load_saved(path: Path) -> dict[str, Any]:
     """chain-context.json as JSON ({} when absent); a file that is not a JSON object is an
     error, never silently replaced."""
     try:
-        data = json.loads(path.read_bytes())
+        data = load_json(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (ValueError, OSError) as exc:
@@ -182,8 +182,8 @@ def prior_failure(
     counts = last.qualityGate.counts if last.qualityGate else {}
     reason = last.reason or "blocked by the quality gate"
     try:
-        verification = json.loads(read("post-fix-verification.json") or "{}")
-    except json.JSONDecodeError:
+        verification = load_json(read("post-fix-verification.json") or "{}")
+    except ValueError:
         verification = {}
     remaining = read("post-fix-review.md") if verification.get("mode") == "rereview" else None
     findings = extract_findings(remaining or read("review.md") or "")

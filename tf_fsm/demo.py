@@ -52,8 +52,9 @@ SETTINGS: dict[str, Any] = {
 
 def make_project(where: Path | None) -> Path:
     root = where or Path(tempfile.mkdtemp(prefix="tf-fsm-demo-"))
-    atomic_write_text(root / ".tf/config/settings.json", json.dumps(SETTINGS, indent=2) + "\n")
-    atomic_write_text(root / ".tickets" / f"{DEMO_TICKET}.md", TICKET_TEXT)
+    settings = json.dumps(SETTINGS, indent=2) + "\n"
+    atomic_write_text(root / ".tf/config/settings.json", settings, within=root)
+    atomic_write_text(root / ".tickets" / f"{DEMO_TICKET}.md", TICKET_TEXT, within=root)
     return root.resolve()
 
 

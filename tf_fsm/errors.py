@@ -165,3 +165,30 @@ class PromptTemplateError(TfFsmError):
     def message(self) -> str:
         where = f"{self.template}:{self.line}" if self.line else str(self.template)
         return f"prompt template {where}: {self.problem}"
+
+
+class UnsafePathError(TfFsmError):
+    """A write that a symlink would lead out of where tf_fsm may write (the project, or a
+    knowledge directory configured outside it). Nothing is written."""
+
+    def __init__(self, link: Path, target: str, boundary: Path, problem: str = "") -> None:
+        self.link, self.target, self.boundary = link, target, boundary
+        self.problem = problem or f"is a symlink to {target}, outside {boundary}"
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"{self.link}: {self.problem}; tf-fsm does not write through it (docs/safety.md)"
+
+
+class StorageError(TfFsmError):
+    """The disk refused a write: full, read-only, or not permitted. Raised before anything
+    half-written is left: the file tf_fsm was replacing keeps its old content."""
+
+    def __init__(self, path: Path, operation: str, reason: str) -> None:
+        self.path, self.operation, self.reason = path, operation, reason
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"cannot {self.operation} {self.path}: {self.reason}"

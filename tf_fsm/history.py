@@ -28,6 +28,39 @@ class History:
     visited: list[str] = field(default_factory=list)  # passed through, the current one aside
     unmapped: list[str] = field(default_factory=list)  # journal steps the table has no edge for
     title: str | None = None  # set for a backlog picture (no single current state)
+    #: `aN: the models it escalated` per attempt, in journal order (the ticket's legend)
+    attempts: list[str] = field(default_factory=list)
+
+    def models_legend(self) -> list[str]:
+        """The legend's paragraph on models for this ticket: what its attempts really ran."""
+        return [
+            "**Models per attempt**, from the journal's `AttemptStarted` events: the roles each",
+            "attempt ran escalated and their models (`aN` is attempt N; the other roles ran",
+            "their base models):",
+            "",
+            *(f"- {line}" for line in self.attempts),
+        ]
+
+
+def escalated_models(event: ev.AttemptStarted) -> list[tuple[str, str]]:
+    """(role, model) of each role the attempt ran escalated, from its `models` record (a model
+    from a template's frontmatter is not an escalation); a journal older than that record has
+    the escalation record only, keyed by settings key."""
+    from tf_fsm.settings_schema import ESCALATION_KEYS
+
+    if event.models is not None:
+        return [
+            (role, chosen.get("model", "?"))
+            for role, chosen in event.models.items()
+            if chosen.get("source") == "escalated"
+        ]
+    return [
+        (ESCALATION_KEYS.get(key, key), model) for key, model in event.escalation.items() if model
+    ]
+
+
+def _models_line(escalated: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{role} → {model}" for role, model in escalated)
 
 
 def _after(phase: str) -> str:
@@ -57,17 +90,15 @@ def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
         match event:
             case ev.RetryStateReset():
                 state = fsm.INITIAL
-            case ev.AttemptStarted(trigger=why, escalation=esc):
+                history.attempts.append("--retry-reset: attempt numbers start again at 1")
+            case ev.AttemptStarted(trigger=why):
                 ran, gates = {}, {}
-                up = ", ".join(sorted(role for role, model in esc.items() if model))
+                up = _models_line(escalated_models(event))
+                history.attempts.append(f"{a}: {up or 'base models'}")
                 trigger = "retry" if state == fsm.BLOCKED else "start"
                 first = fsm.phase_state(fsm.PHASES[0])
-                take(
-                    state,
-                    trigger,
-                    first,
-                    [f"{a} trigger {why}" + (f", escalated {up}" if up else "")],
-                )
+                models = f"escalated {up}" if up else "base models"
+                take(state, trigger, first, [f"{a} trigger {why}, {models}"])
             case ev.InvocationFinished(phase=phase, role=role, model=model):
                 ran.setdefault(phase, []).append(f"{a} {role} {model}")
             case ev.PhaseSkipped(phase=phase):

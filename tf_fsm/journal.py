@@ -11,9 +11,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tf_fsm._json_input import JsonLimitError, load_json
+from tf_fsm.state import MAX_ATTEMPTS
+
+# The numbers a run writes, bounded as retry-state.json bounds them (tf_fsm.state), so a line
+# no run could have written is corruption naming its line, not a number carried into a run.
+# Numbers the agents report (usage, cost) or the OS gives (exit codes) are not bounded above:
+# a bound there would refuse a line tf_fsm itself wrote.
+#: an attempt's number, or a restart's, an inner gate try's
+Ordinal = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
+#: a retry count or its cap
+Count = Annotated[int, Field(ge=0, le=MAX_ATTEMPTS)]
+#: the escalation tier: 1 base, 2 fixer, 3 everything configured
+Tier = Annotated[int, Field(ge=1, le=3)]
+#: a size, a duration or a number of findings
+NonNegative = Annotated[int, Field(ge=0)]
 
 _REGISTRY: dict[str, type[Event]] = {}
 
@@ -47,7 +63,7 @@ class Event(BaseModel):
     event: str
     ts: str
     ticket: str
-    attempt: int | None = None
+    attempt: Ordinal | None = None
 
     @field_validator("ts")
     @classmethod
@@ -85,21 +101,21 @@ class AttemptStarted(Event):
 class AttemptFinished(Event):
     event: Literal["AttemptFinished"] = "AttemptFinished"
     status: str
-    counts: dict[str, int] | None = None
+    counts: dict[str, NonNegative] | None = None
     reason: str | None = None
 
 
 class RetryStateReset(Event):
     event: Literal["RetryStateReset"] = "RetryStateReset"
     backup: str | None = None
-    retryCountBefore: int | None = None
+    retryCountBefore: Count | None = None
 
 
 class JournalTailDropped(Event):
     """A torn final line (a crashed append) was cut off before the next append."""
 
     event: Literal["JournalTailDropped"] = "JournalTailDropped"
-    bytes: int
+    bytes: NonNegative
     preview: str
 
 
@@ -112,7 +128,7 @@ class AttemptResumed(Event):
 class EscalationApplied(Event):
     event: Literal["EscalationApplied"] = "EscalationApplied"
     roles: dict[str, str]
-    tier: int
+    tier: Tier
     reason: str
 
 
@@ -120,7 +136,7 @@ class ResearchSkippedOnRetry(Event):
     """Seed 003's RagSkippedOnRetry: a retry does not re-run research."""
 
     event: Literal["ResearchSkippedOnRetry"] = "ResearchSkippedOnRetry"
-    attemptCount: int
+    attemptCount: Count
     lastFailureKind: str
 
 
@@ -144,7 +160,7 @@ class InvocationFinished(Event):
     artifact: str
     sha256: str | None
     ok: bool
-    durationMs: int
+    durationMs: NonNegative
     #: {inputTokens, outputTokens, costUsd} when the agent CLI reported them
     usage: dict[str, int | float] | None = None  # token counts stay ints, cost is a float
     failureClass: str | None = None  # when not ok (see PhaseFailed)
@@ -157,8 +173,8 @@ class InvocationRestarted(Event):
     phase: str
     role: str
     failureClass: str  # crash, timeout, killed, provider
-    attemptNo: int  # the restart's number: 1 for the first restart
-    delay: float
+    attemptNo: Ordinal  # the restart's number: 1 for the first restart
+    delay: float = Field(ge=0)
     failure: str
 
 
@@ -209,13 +225,13 @@ class GateEvaluated(Event):
     passed: bool
     reason: str | None = None
     # review-counts
-    counts: dict[str, int] | None = None
+    counts: dict[str, NonNegative] | None = None
     failOn: list[str] | None = None
     source: str | None = None
     # commands
     exitCode: int | None = None
-    durationMs: int | None = None
-    innerTry: int | None = None
+    durationMs: NonNegative | None = None
+    innerTry: Ordinal | None = None
     required: bool | None = None
 
 
@@ -223,21 +239,21 @@ class GateFeedbackSent(Event):
     """The fixer was sent back with the failing gates' output (seed 004's inner loop)."""
 
     event: Literal["GateFeedbackSent"] = "GateFeedbackSent"
-    innerTry: int
+    innerTry: Ordinal
     gates: list[str]
-    bytes: int
+    bytes: NonNegative
 
 
 class TicketClosed(Event):
     event: Literal["TicketClosed"] = "TicketClosed"
-    retryCountBefore: int
+    retryCountBefore: Count
 
 
 class TicketBlocked(Event):
     event: Literal["TicketBlocked"] = "TicketBlocked"
     reason: str
-    retryCount: int
-    maxRetries: int
+    retryCount: Count
+    maxRetries: Count
     #: the run meant to start the next attempt at once (escalation on, retries left, budget
     #: not refusing, no --once); a run that finds it unstarted after a crash keeps the
     #: trigger quality_gate
@@ -257,20 +273,20 @@ class SameFailureDetected(Event):
     skip-tier, stop, escalate (the curve escalates anyway) or retry-top."""
 
     event: Literal["SameFailureDetected"] = "SameFailureDetected"
-    previousAttempt: int
+    previousAttempt: Ordinal
     signature: str
     entries: list[str]
     action: str
-    tier: int
-    nextTier: int | None = None
+    tier: Tier
+    nextTier: Tier | None = None
     mode: str
     reason: str
 
 
 class RetriesExhausted(Event):
     event: Literal["RetriesExhausted"] = "RetriesExhausted"
-    retryCount: int
-    maxRetries: int
+    retryCount: Count
+    maxRetries: Count
 
 
 def encode(event: Event) -> bytes:
@@ -297,15 +313,22 @@ class JournalRead:
     torn_tail: bytes | None = None
 
 
+class _BeyondLimits(JournalLineError):
+    """A line that is JSON but nested too deeply or holding too long an integer. tf_fsm never
+    writes one, so it is never the torn tail of a crashed append."""
+
+
 def _parse_json(line: bytes, line_number: int) -> Any:
     try:
-        return json.loads(line.decode("utf-8"))
+        return load_json(line.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise JournalLineError(line_number, f"not UTF-8 (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise JournalLineError(
             line_number, f"invalid JSON at column {exc.colno}: {exc.msg}"
         ) from exc
+    except JsonLimitError as exc:
+        raise _BeyondLimits(line_number, exc.problem) from None
 
 
 def _to_event(data: Any, line_number: int) -> Event:
@@ -337,6 +360,8 @@ def decode(data: bytes) -> JournalRead:
         return JournalRead(events, tail or None)
     try:
         parsed = _parse_json(tail, len(lines) + 1)
+    except _BeyondLimits:
+        raise
     except JournalLineError:
         return JournalRead(events, tail)
     events.append(_to_event(parsed, len(lines) + 1))

@@ -18,6 +18,8 @@ from typing import Any
 from tf_fsm import context, same_failure, tickets
 from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
+from tf_fsm._confine import check_within
+from tf_fsm._strays import describe, end_finished
 from tf_fsm.attempt import run_attempt
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.context import AttemptContext, prior_failure
@@ -106,21 +108,33 @@ class TicketRun:
 
     def run(self) -> Outcome:
         self.executor.check()
+        # Where the run writes, checked before it writes anything (tf_fsm._confine).
+        check_within(self.ticket.path, self.root)
+        self.store.check_paths()
         # The batch ends (everything written made durable) before the lock is released, also
-        # on Ctrl-C mid-phase.
-        with self.store.lock(), self.store.batch():
-            return self._locked_run()
+        # on Ctrl-C mid-phase. What the agents left running ends with the run.
+        try:
+            with self.store.lock(loop=self.options.loop), self.store.batch():
+                return self._locked_run()
+        finally:
+            if ended := end_finished():
+                left = f"ended what the agents left running: {describe(ended)}"
+                self.observer.note(self.ticket_id, left)
 
     def _locked_run(self) -> Outcome:
+        # The whole journal is read before anything else: a line that cannot be trusted stops
+        # the run here, not after an attempt's agents have been paid for.
+        events = self.store.read_events().events
         if self.options.retry_reset:
             backup = self.store.reset_retry_state(self.now())
             if backup is not None:
                 self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
+                events = self.store.read_events().events  # with the reset it journaled
         # Read again under the lock: another runner may have closed it meanwhile.
         self.ticket = tickets.read(self.root, self.ticket_id)
-        return self._drive(self.store.load_retry_state())
+        return self._drive(self.store.load_retry_state(), events)
 
-    def _drive(self, state: RetryState | None) -> Outcome:
+    def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
         cur = state.current if state else None
         if state is not None and cur is not None and cur.status == "closed":
             if self.ticket.status == "closed":
@@ -130,7 +144,7 @@ class TicketRun:
                 self._close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
                 return self._outcome(state, "already_closed", 0, "ticket closed (tk updated)")
         if state is not None and state.has_open_attempt:
-            attempt, state = self._resume(state)
+            attempt, state = self._resume(state, events)
         else:
             if state is None and self.settings.max_retries == 0:
                 return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, NO_ATTEMPT_ALLOWED)
@@ -184,7 +198,7 @@ class TicketRun:
 
         path = self.ticket.path
         # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
-        atomic_write_text(path, change(path.read_bytes().decode("utf-8")))
+        atomic_write_text(path, change(path.read_bytes().decode("utf-8")), within=self.root)
 
     # -- attempt boundaries -------------------------------------------------------------------
 
@@ -307,11 +321,12 @@ class TicketRun:
         data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
         self.store.write_artifact("chain-context.json", json_text(data))
 
-    def _resume(self, state: RetryState) -> tuple[AttemptContext, RetryState]:
+    def _resume(
+        self, state: RetryState, events: list[ev.Event]
+    ) -> tuple[AttemptContext, RetryState]:
         cur = state.current
         if cur is None:
             raise ValueError("nothing to resume")
-        events = self.store.read_events().events
         point = self.resume_target(cur.attemptNumber, events)
         phase = point.phase
         attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)

@@ -4,17 +4,18 @@ tf_fsm writes itself. Which phases an attempt runs is `escalation.phase_plan` (p
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm import journal as ev
 from tf_fsm._atomic import json_text
+from tf_fsm._json_input import load_json
 from tf_fsm.attempt_gates import check_before_attempt, run_attempt_gates
 from tf_fsm.config import REVIEWER_ROLES
 from tf_fsm.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.detection import blocking_counts, parse_review, uncountable_review
+from tf_fsm.errors import CorruptStateError
 from tf_fsm.executors import Invocation, OutputMark
 from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
 from tf_fsm.gates import gate_rows
@@ -65,7 +66,11 @@ class PhaseRunner:
     def restore_gate(self) -> None:
         """A run resumed at close takes the gate decided by this attempt's verify phase."""
         raw = self.store.read_artifact("post-fix-verification.json")
-        data = json.loads(raw) if raw else {}
+        try:
+            data = load_json(raw) if raw else {}
+        except ValueError as exc:  # it says it holds a verdict, but the verdict cannot be read
+            path = self.store.dir / "post-fix-verification.json"
+            raise CorruptStateError(path, f"not valid JSON: {exc}") from None
         if "verification_passed" not in data:
             return  # the resume already moved back to verify (TicketRun._resume)
         self.attempt.facts.gate_passed = bool(data["verification_passed"])

@@ -163,7 +163,40 @@ def plan(run: TicketRun) -> dict[str, Any]:
         priorFailure=attempt.prior_failure is not None,
         phases=phases,
     )
+    if any(p["phase"] == "verify" and p["runs"] for p in phases):
+        out.update(gate_plan(runner))
     return out
+
+
+def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
+    """The quality-gate commands the attempt's verify phase runs (docs/gates.md), in order, as
+    they would start: argv, working directory, whether a failure blocks, how many times the
+    fixer may be sent back for it, and why it cannot start (`run` then exits 2). They run
+    with workflow.enableQualityGate false too, reported only. Empty when none are set."""
+    from tf_fsm.attempt_gates import feedback_possible
+    from tf_fsm.gates import argv_of, cwd_of, max_retries, start_problem
+
+    wf, root = runner.wf, runner.run_.root
+    if not wf.qualityGates:
+        return {}
+    feedback = feedback_possible(runner)
+    gates = [
+        {
+            "name": gate.name,
+            "argv": argv_of(gate),
+            "cwd": str(cwd_of(gate, root)),
+            "required": gate.required,
+            "blocks": gate.required and wf.enableQualityGate,
+            # only a failing required gate sends the fixer back
+            "feedbackRounds": (
+                max_retries(gate, wf.qualityGateMaxRetries) if feedback and gate.required else 0
+            ),
+            "timeoutSeconds": gate.timeoutSeconds,
+            "cannotStart": start_problem(gate, root),
+        }
+        for gate in wf.qualityGates
+    ]
+    return {"qualityGates": gates}
 
 
 def template_table(root: Path | None) -> list[dict[str, str]]:

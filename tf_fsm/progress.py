@@ -6,6 +6,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from tf_fsm._terminal import terminal_safe
+
 
 class _Elapsed:
     """Re-rendered on every refresh, so the line shows a running clock."""
@@ -55,4 +57,5 @@ class ConsoleObserver:
         if self._status is not None:  # e.g. a hand-off phase now waits: end the live line
             self._status.stop()
             self._status = None
-        print(f"[{ticket}] {text}", file=self.stream)
+        # a note may quote an agent (a restart's reason): shown, never acted on by the terminal
+        print(f"[{ticket}] {terminal_safe(text)}", file=self.stream)

@@ -78,11 +78,11 @@ def _fingerprint(data: bytes) -> str:
 def _recorded_knowledge_dir(root: Path, fingerprint: str) -> str | None:
     """The record's `knowledgeDir` if it was written for `fingerprint`. A missing, unreadable
     or foreign record is only a slower path, never an error."""
-    import json
+    from tf_fsm._json_input import load_json
 
     try:
-        record = json.loads((root / SETTINGS_RECORD_RELPATH).read_bytes())
-    except (OSError, ValueError):
+        record = load_json((root / SETTINGS_RECORD_RELPATH).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: not UTF-8, not JSON, or beyond load_json's limits
         return None
     if not isinstance(record, dict) or record.get("fingerprint") != fingerprint:
         return None
@@ -101,9 +101,11 @@ def record_checked_settings(root: Path, data: bytes, knowledge_dir: str) -> None
     from contextlib import suppress
 
     from tf_fsm._atomic import atomic_write_json
+    from tf_fsm.errors import StorageError, UnsafePathError
 
     record = {"fingerprint": fingerprint, "knowledgeDir": knowledge_dir}
-    with suppress(OSError):
+    # A disk that refuses the write, or a symlink leading out of the project, only costs speed.
+    with suppress(OSError, StorageError, UnsafePathError):
         path = root / SETTINGS_RECORD_RELPATH
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, record)
+        atomic_write_json(path, record, within=root)

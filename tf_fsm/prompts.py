@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tf_fsm.errors import PromptTemplateError
+from tf_fsm._confine import check_within
+from tf_fsm.errors import PromptTemplateError, UnsafePathError
 
-__all__ = ["PromptLibrary", "PromptTemplateError", "Template", "fence_untrusted", "template_for"]
+__all__ = [
+    "PromptLibrary",
+    "PromptTemplateError",
+    "Template",
+    "TemplateNameRefused",
+    "fence_untrusted",
+    "template_for",
+]
 
 PACKAGED: tuple[Path, ...] = (
     Path(__file__).parent / "_prompts",  # a wheel install
@@ -105,10 +113,52 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, str], str, int]:
 Dirs = tuple[tuple[str, Path], ...]
 
 
+class TemplateNameRefused(PromptTemplateError):
+    """A template name, or the file it names, that leads out of the prompt directories: a
+    project's `.tf/prompts/` comes with a cloned repository, so nothing it names may be read
+    from anywhere else."""
+
+    def __init__(self, template: Path | str, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+        why = f"refused: {reason} (templates load only from the prompt directories)"
+        super().__init__(template, why)
+
+
+def _name_problem(name: object) -> str | None:
+    """Why `name` cannot name a file inside a prompt directory, or None."""
+    if not isinstance(name, str) or not name:
+        return "not a template name"
+    if "\0" in name:
+        return "contains a NUL character"
+    if "\\" in name:
+        return "contains a backslash"
+    if name.startswith("/"):
+        return "is an absolute path"
+    if ".." in name.split("/"):
+        return "has a '..' segment"
+    return None
+
+
+def _inside(directory: Path, name: str) -> Path | None:
+    """`directory / name` when it is a file that, symlinks followed, is still in `directory`."""
+    path = directory / name
+    if not path.is_file():
+        return None
+    try:
+        check_within(path, directory)  # the rule writes keep too (tf_fsm._confine)
+    except UnsafePathError as exc:
+        problem = f"{exc.link} resolves to {exc.target}, outside {directory}"
+        raise TemplateNameRefused(path, name, problem) from None
+    return path
+
+
 def _locate(dirs: Dirs, name: str) -> Template:
+    problem = _name_problem(name)
+    if problem:
+        raise TemplateNameRefused(repr(name), name, f"the name {problem}")
     for origin, directory in dirs:
-        path = directory / name
-        if path.is_file():
+        path = _inside(directory, name)
+        if path is not None:
             meta, body, offset = split_frontmatter(_read_text(path), path)
             return Template(name, path, origin, meta, body, offset)
     looked = ", ".join(str(d) for _, d in dirs)
@@ -152,6 +202,7 @@ def _environment(dirs: Dirs) -> Any:
     env = _ENVIRONMENTS.get(dirs)
     if env is None:
         import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
         def load(name: str) -> tuple[str, str, Callable[[], bool]]:
             template, sig = _locate(dirs, name), _signature(dirs, name)
@@ -159,13 +210,16 @@ def _environment(dirs: Dirs) -> Any:
             source = "\n" * template.offset + template.body
             return source, str(template.path), lambda: _signature(dirs, name) == sig
 
-        env = _ENVIRONMENTS[dirs] = jinja2.Environment(
+        # A project's templates come with a cloned repository: sandboxed, they reach no Python
+        # internals, and immutable, they cannot change the context (`prior_failure`, `models`
+        # and the lists are the attempt's own objects, not copies).
+        env = _ENVIRONMENTS[dirs] = ImmutableSandboxedEnvironment(
             loader=jinja2.FunctionLoader(load),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             trim_blocks=True,
             lstrip_blocks=True,
-            autoescape=False,  # noqa: S701 - markdown for agents, not HTML
+            autoescape=False,  # markdown for agents, not HTML
         )
     return env
 
@@ -195,25 +249,46 @@ class PromptLibrary:
         return out
 
     def render(self, name: str, context: Mapping[str, Any]) -> str:
-        import jinja2
-
         template = self.find(name)
         try:
             text: str = _environment(self.dirs).get_template(name).render(**context)
-        except jinja2.TemplateSyntaxError as exc:
-            raise PromptTemplateError(
-                exc.filename or template.path, f"syntax error: {exc.message}", exc.lineno
-            ) from None
-        except jinja2.UndefinedError as exc:
-            path, line = _template_frame(exc, template.path)
-            raise PromptTemplateError(
-                path, f"{exc.message} (the orchestrator does not provide it)", line
-            ) from None
-        except jinja2.TemplateNotFound as exc:
-            raise PromptTemplateError(
-                template.path, f"includes {exc.name!r}, which does not exist"
-            ) from None
+        except Exception as exc:
+            error = _render_error(exc, template.path)
+            if error is None:
+                raise
+            raise error from None
         return text.lstrip("\n")
+
+
+def _render_error(exc: Exception, fallback: Path) -> PromptTemplateError | None:
+    """What went wrong in a template, naming the file and line, or None when `exc` did not come
+    from a template (an internal error). The sandbox may raise anything a template's code
+    raises (`range` too big, a bad `int`), so those are the template's problem too."""
+    import jinja2
+    from jinja2.exceptions import SecurityError
+
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return PromptTemplateError(
+            exc.filename or fallback, f"syntax error: {exc.message}", exc.lineno
+        )
+    path, line = _template_frame(exc, fallback)
+    if isinstance(exc, TemplateNameRefused) and line is not None:
+        return PromptTemplateError(path, f"includes {exc.name!r}, which is {exc.problem}", line)
+    if isinstance(exc, PromptTemplateError):
+        return exc  # an included file's own problem: it names that file
+    if isinstance(exc, SecurityError):
+        return PromptTemplateError(
+            path, f"unsafe: {(exc.message or '').rstrip('.')} (templates run in a sandbox)", line
+        )
+    if isinstance(exc, jinja2.UndefinedError):
+        return PromptTemplateError(
+            path, f"{exc.message} (the orchestrator does not provide it)", line
+        )
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return PromptTemplateError(path, f"includes {exc.name!r}, which does not exist", line)
+    if line is not None:
+        return PromptTemplateError(path, f"{type(exc).__name__}: {exc}", line)
+    return None
 
 
 def _template_frame(exc: BaseException, fallback: Path) -> tuple[Path | str, int | None]:

@@ -12,7 +12,6 @@ carries on where the killed one stopped (an attempt left in_progress is resumed)
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import signal
@@ -24,7 +23,9 @@ from types import FrameType
 from typing import Any
 
 from tf_fsm import selection, tickets
-from tf_fsm._atomic import append_durably
+from tf_fsm._atomic import append_durably, make_dirs
+from tf_fsm._json_input import load_json
+from tf_fsm._strays import end_orphans, process_mark
 from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.escalation import resolve, should_retry, stopped
@@ -32,8 +33,10 @@ from tf_fsm.executors.accounting import budget_reason, over_budget
 from tf_fsm.ralph_progress import RunResult
 from tf_fsm.ralph_view import Reporter
 from tf_fsm.ralph_worker import (
+    LOCKED,
     WorkerProcess,
     lock_holder,
+    locked_reason,
     log_tail,
     open_attempt,
     outcome_file,
@@ -41,6 +44,7 @@ from tf_fsm.ralph_worker import (
     running_phase,
     stop_server,
     sweep_outcome_files,
+    wait_for_orphaned_workers,
 )
 from tf_fsm.store import TicketStore
 
@@ -117,6 +121,8 @@ class Loop:
         self.stopping = 0  # SIGINTs received
         self._said: dict[str, str] = {}
         self._scan_cache = tickets.ScanCache()
+        #: this loop, named for good: its workers note it with their ticket's lock
+        self.mark = process_mark()
 
     # -- choosing ---------------------------------------------------------------------------
 
@@ -169,8 +175,7 @@ class Loop:
                 return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
         holder = lock_holder(store)
         if holder:
-            who = f"pid {holder}" if holder > 0 else "pid unknown"
-            return Skip(f"locked by another process ({who})")
+            return Skip(locked_reason(store, holder))
         try:
             tickets.read(self.root, rec.id)  # the parse `run` will do; a bad file is skipped
         except TicketError as exc:
@@ -222,11 +227,7 @@ class Loop:
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         self.reporter.begin(self.options.workers, self.options.max_iterations)
-        if stale := sweep_outcome_files(self.root / RALPH_DIR / "logs"):
-            self.reporter.note(
-                f"removed {len(stale)} outcome file(s) of a loop that was killed before reading "
-                f"them: {', '.join(stale)}"
-            )
+        self._clear_up_after_killed_runs()
         try:
             while True:
                 if not self.stopping:
@@ -242,8 +243,26 @@ class Loop:
             self.result.reason = "interrupted"
         elif self.result.iterations >= self.options.max_iterations and self.plan_all()[0]:
             self.result.reason = "max_iterations"  # stopped with work left, not drained
+        elif not self.result.iterations and self.result.skipped and all(
+            reason.startswith(LOCKED) for reason in self.result.skipped.values()
+        ):
+            self.result.reason = "locked"  # it did nothing: not a drain
         self.reporter.end(self.result)
         return self.result
+
+    def _clear_up_after_killed_runs(self) -> None:
+        """What a killed loop or run left: outcome files nobody will read, processes its agents
+        started, and workers still stopping (they end with their loop: waited for a while)."""
+        if stale := sweep_outcome_files(self.root / RALPH_DIR / "logs"):
+            self.reporter.note(
+                f"removed {len(stale)} outcome file(s) of a loop that was killed before reading "
+                f"them: {', '.join(stale)}"
+            )
+        if ended := end_orphans():
+            self.reporter.note(ended)
+        wait_for_orphaned_workers(
+            self.knowledge, self.reporter.note, self.options.poll_seconds, lambda: self.stopping
+        )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # Only counted here; _wait passes it on (a handler that printed could interrupt a
@@ -297,14 +316,13 @@ class Loop:
         if plan.from_error:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        make_dirs(logs, within=self.root)
         argv = ["--root", str(self.root), "run", plan.ticket, "--once", "--auto", "--json"]
         log = logs / f"{plan.ticket}.log"
-        append_durably(
-            log, f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n".encode()
-        )
+        header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
+        append_durably(log, header.encode(), within=self.root)
         held, out = outcome_file(logs, plan.ticket)
-        proc = WorkerProcess([*argv, "--ralph"], self.root, out, log, held)
+        proc = WorkerProcess([*argv, "--ralph", self.mark], self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1
@@ -348,7 +366,7 @@ class Loop:
         data: dict[str, Any] = {}
         for line in reversed(out.splitlines()):
             try:
-                parsed = json.loads(line)
+                parsed = load_json(line)
             except ValueError:
                 continue
             if isinstance(parsed, dict) and "status" in parsed:
@@ -357,7 +375,7 @@ class Loop:
         if data:
             outcome, reason = str(data["status"]), str(data.get("reason", ""))
         elif code == WORKER_LOCKED:
-            outcome, reason = "locked", "locked by another process"
+            outcome, reason = "locked", LOCKED
         elif code in (WORKER_INTERRUPTED, -signal.SIGINT) or self.stopping:
             outcome, reason = "interrupted", "interrupted; the attempt is resumable"
         else:
@@ -386,11 +404,12 @@ def run_ralph(
     dry_run: bool = False,
     json_lines: bool = False,
 ) -> int:
-    """`tf-fsm ralph`: 0 when the loop ended by itself, 130 when interrupted."""
+    """`tf-fsm ralph`: 0 when the loop ended by itself, 130 when interrupted, 75 when it ran
+    nothing because every ready ticket was locked by another process."""
     from tf_fsm.executors import make_executor
     from tf_fsm.ralph_progress import ProgressFile
 
-    progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md")
+    progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md", root)
     reporter = Reporter(progress, json_lines)
     loop = Loop(root, settings, options, reporter)
     if dry_run:
@@ -400,4 +419,4 @@ def run_ralph(
     # A missing agent program would fail every worker the same way: refuse once, up front.
     make_executor(settings, root).check()
     result = loop.run()
-    return WORKER_INTERRUPTED if result.reason == "interrupted" else 0
+    return {"interrupted": WORKER_INTERRUPTED, "locked": WORKER_LOCKED}.get(result.reason, 0)

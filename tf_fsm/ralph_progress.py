@@ -9,11 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
+from tf_fsm._atomic import atomic_write_text, exclusive, make_dirs
+from tf_fsm._terminal import terminal_safe
 from tf_fsm.redact import Redactor
 from tf_fsm.state import utc_stamp
-from tf_fsm.store import atomic_write_text
 
 PROGRESS_MARKER = "<!-- Auto-appended entries below -->"
 #: pi-ticketflow's entry label for each way a run ends.
@@ -120,8 +119,8 @@ class ProgressFile:
     is a whole-file atomic rewrite under a lock file, so two loops never lose an entry and a
     crash never leaves half a file."""
 
-    def __init__(self, path: Path, redactor: Redactor | None = None) -> None:
-        self.path = path
+    def __init__(self, path: Path, within: Path, redactor: Redactor | None = None) -> None:
+        self.path, self.within = path, within  # `within`: the project (tf_fsm._confine)
         self.redactor = redactor or Redactor.from_environ(os.environ)
 
     def _template(self, now: str) -> list[str]:
@@ -147,15 +146,16 @@ class ProgressFile:
         ]
 
     def _update(self, change: Callable[[list[str], str], list[str]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(self.path.with_name(f".{self.path.name}.lock")):
+        make_dirs(self.path.parent, within=self.within)
+        with exclusive(self.path.with_name(f".{self.path.name}.lock"), within=self.within):
             now = _stamp()
             try:
                 lines = self.path.read_text(encoding="utf-8").splitlines()
             except FileNotFoundError:
                 lines = self._template(now)
             lines = change(lines, now)
-            atomic_write_text(self.path, self.redactor("\n".join(lines) + "\n"))
+            text = self.redactor("\n".join(lines) + "\n")
+            atomic_write_text(self.path, text, within=self.within)
 
     @staticmethod
     def _set(lines: list[str], prefix: str, value: str) -> list[str]:
@@ -201,9 +201,11 @@ class ProgressFile:
 
 
 def entry_lines(result: RunResult, now: str, next_step: str) -> list[str]:
-    """One History entry, pi-ticketflow's shape plus its retry line."""
+    """One History entry, pi-ticketflow's shape plus its retry line. The title and the reason
+    are escaped for the terminal: the file is read with `cat` and `tail -f`."""
     label = LABELS.get(result.outcome, "FAILED")
-    out = [f"- {result.ticket}: {label} ({now})", f"  - Summary: {result.title or result.reason}"]
+    summary = terminal_safe(result.title or result.reason)
+    out = [f"- {result.ticket}: {label} ({now})", f"  - Summary: {summary}"]
     if result.counts is not None:
         c = result.counts
         out.append(
@@ -214,7 +216,7 @@ def entry_lines(result: RunResult, now: str, next_step: str) -> list[str]:
     out.append(f"  - Status: {status_line(result)}")
     if result.reason:
         key = "Error" if label == "FAILED" else "Reason"
-        out.append(f"  - {key}: {' '.join(result.reason.split())}")
+        out.append(f"  - {key}: {terminal_safe(' '.join(result.reason.split()))}")
     if next_step:
         out.append(f"  - Next: {next_step}")
     return out

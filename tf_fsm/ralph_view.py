@@ -7,7 +7,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
+from tf_fsm._terminal import terminal_safe
 from tf_fsm.ralph_progress import ProgressFile, RunResult, next_step, status_line
+from tf_fsm.status import BLOCKED_ATTEMPTS, blocked_attempts
 
 if TYPE_CHECKING:
     from tf_fsm.ralph import LoopResult, Plan
@@ -45,6 +47,7 @@ class Reporter:
             print(json.dumps({"event": event, **data}), file=self.out, flush=True)
 
     def note(self, text: str) -> None:
+        text = terminal_safe(text)  # ids, titles and reasons come from files and agents
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False)
         else:
@@ -63,7 +66,8 @@ class Reporter:
         )
         table = Table("ticket", "attempt", "phase")
         for ticket, (plan, phase, _) in self.running.items():
-            table.add_row(ticket, f"{plan.attempt} ({plan.trigger})", phase or "starting")
+            cells = (ticket, f"{plan.attempt} ({plan.trigger})", phase or "starting")
+            table.add_row(*(Text(terminal_safe(cell)) for cell in cells))
         return Group(counts, table) if self.running else counts
 
     # -- events --------------------------------------------------------------------------------
@@ -125,7 +129,7 @@ class Reporter:
         label = status_line(result)
         self.note(
             f"{result.ticket}: {label} after attempt {result.attempt} "
-            f"(retries {result.retry_count}/{result.max_retries}, {result.seconds:.1f}s)"
+            f"({BLOCKED_ATTEMPTS} {_blocked_attempts(result)}, {result.seconds:.1f}s)"
             + (f": {result.reason}" if result.reason else "")
         )
         self._emit("finish", **result.to_json())
@@ -147,7 +151,7 @@ class Reporter:
             self._live.stop()
             self._live = None
         if self.progress:
-            status = {"drained": "COMPLETE", "max_iterations": "STOPPED"}
+            status = {"drained": "COMPLETE", "max_iterations": "STOPPED", "locked": "LOCKED"}
             self.progress.current([], status.get(result.reason, "INTERRUPTED"))
         self.summary(result)
 
@@ -161,6 +165,7 @@ class Reporter:
             "drained": "no ticket left to run",
             "max_iterations": "max iterations reached",
             "interrupted": "interrupted",
+            "locked": "every ready ticket is locked by another process; nothing was run",
         }[result.reason]
         c = self.counts
         headline = (
@@ -183,25 +188,19 @@ class Reporter:
         from rich.table import Table
         from rich.text import Text
 
-        table = Table("ticket", "outcome", "runs", "attempt", "retries", "time", "reason")
-        for ticket, r in last.items():
-            table.add_row(  # Text: a reason or a title is never read as rich markup
-                *map(
-                    Text,
-                    (
-                        ticket,
-                        status_line(r),
-                        str(runs[ticket]),
-                        str(r.attempt),
-                        f"{r.retry_count}/{r.max_retries}",
-                        f"{r.seconds:.1f}s",
-                        r.reason,
-                    ),
-                )
-            )
-        for ticket, reason in result.skipped.items():
-            if ticket not in last:
-                table.add_row(*map(Text, (ticket, "skipped", "0", "-", "-", "-", reason)))
+        table = Table("ticket", "outcome", "runs", "attempt", BLOCKED_ATTEMPTS, "time", "reason")
+        rows = [
+            (ticket, status_line(r), str(runs[ticket]), str(r.attempt), _blocked_attempts(r),
+             f"{r.seconds:.1f}s", r.reason)
+            for ticket, r in last.items()
+        ]  # fmt: skip
+        rows += [
+            (ticket, "skipped", "0", "-", "-", "-", reason)
+            for ticket, reason in result.skipped.items()
+            if ticket not in last
+        ]
+        for row in rows:  # Text, escaped: a reason or an id is neither markup nor control
+            table.add_row(*(Text(terminal_safe(cell)) for cell in row))
         console = Console(file=self.out, width=None if self.out.isatty() else 200)
         console.print(headline, markup=False, highlight=False)
         if last or result.skipped:
@@ -219,10 +218,16 @@ class Reporter:
                 components=sorted(plan.components),
             )
             if not self.json_lines:
-                print(f"{n:>3}. {plan.ticket:<12} {describe(plan)}", file=self.out)
+                line = f"{n:>3}. {plan.ticket:<12} {describe(plan)}"
+                print(terminal_safe(line), file=self.out)
         for ticket, reason in skipped.items():
             self._emit("skip", ticket=ticket, reason=reason)
             if not self.json_lines:
-                print(f"     skip {ticket}: {reason}", file=self.out)
+                print(f"     skip {terminal_safe(f'{ticket}: {reason}')}", file=self.out)
         if not self.json_lines and not plans:
             print("nothing to run", file=self.out)
+
+
+def _blocked_attempts(result: RunResult) -> str:
+    closed = result.outcome in ("closed", "already_closed")
+    return blocked_attempts(result.retry_count, result.max_retries, closed)

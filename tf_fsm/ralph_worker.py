@@ -6,24 +6,30 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
+import select
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tf_fsm._ticket_lock import holder_pid
+from tf_fsm import _ticket_lock
+from tf_fsm._json_input import load_json
+from tf_fsm._strays import mark_alive
+from tf_fsm.errors import InvalidTicketIdError
 from tf_fsm.store import TicketStore
 
 
-def install_worker_sigint() -> None:
-    """The first SIGINT (or SIGTERM) interrupts the run (the attempt stays resumable); later
-    ones are ignored, so the Ctrl-C the terminal sends and the one the loop forwards do not cut
-    the clean-up (agent process group, lock) short."""
+@contextlib.contextmanager
+def run_interrupts() -> Iterator[None]:
+    """For `tf-fsm run` (and the loop's workers, which are runs): the first SIGINT or SIGTERM
+    interrupts the run (the agents are ended, the attempt stays resumable); later ones are
+    ignored, so the Ctrl-C the terminal sends and the one the loop forwards do not cut the
+    clean-up (agent process group, lock) short. The handlers before are put back after."""
     fired = False
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -32,17 +38,78 @@ def install_worker_sigint() -> None:
             fired = True
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def lock_holder(store: TicketStore) -> int:
     """0 when nobody holds the ticket's lock, else the holder's pid (-1 if unknown). Only a
     probe: the worker takes the lock for real and may still be refused (exit 75)."""
-    if _lock_free(store.lock_path) is not False:
-        return 0
-    pid = holder_pid(store.lock_owner_path)
-    return pid if pid is not None else -1
+    return _ticket_lock.lock_holder(store.dir)
+
+
+LOCKED = "locked by another process"
+#: how long a new loop waits for the workers of a killed loop to stop (they stop by themselves)
+ORPHAN_WAIT_SECONDS = 15.0
+
+
+def locked_reason(store: TicketStore, holder: int) -> str:
+    """Why a locked ticket is skipped, saying so plainly when the holder is a worker whose
+    loop is no longer running (it is stopping by itself)."""
+    who = f"pid {holder}" if holder > 0 else "pid unknown"
+    loop = orphaned_loop(store)
+    if loop is None:
+        return f"{LOCKED} ({who})"
+    return (
+        f"{LOCKED} ({who}, a worker of loop pid {loop}, which is no longer running; "
+        "it stops by itself, then the ticket resumes)"
+    )
+
+
+def orphaned_workers(knowledge: Path) -> list[str]:
+    """`<ticket> (pid N)` for each ticket still locked by a worker of a loop that died."""
+    found = []
+    for owner in sorted(knowledge.glob("tickets/*/.lock.owner")):
+        try:
+            store = TicketStore(knowledge, owner.parent.name)
+        except InvalidTicketIdError:
+            continue
+        holder = lock_holder(store)
+        if holder and orphaned_loop(store) is not None:
+            found.append(f"{store.ticket_id} (pid {holder})")
+    return found
+
+
+def wait_for_orphaned_workers(
+    knowledge: Path, note: Callable[[str], None], poll: float, stopping: Callable[[], object]
+) -> None:
+    """At a loop's start: give workers of a killed loop, which are stopping by themselves,
+    up to ORPHAN_WAIT_SECONDS to release their tickets, saying so."""
+    waiting = orphaned_workers(knowledge)
+    if not waiting:
+        return
+    note(
+        f"waiting up to {ORPHAN_WAIT_SECONDS:g}s for {len(waiting)} worker(s) of a loop that is "
+        f"no longer running to stop: {', '.join(waiting)}"
+    )
+    deadline = time.monotonic() + ORPHAN_WAIT_SECONDS
+    while waiting and time.monotonic() < deadline and not stopping():
+        time.sleep(poll)
+        waiting = orphaned_workers(knowledge)
+
+
+def orphaned_loop(store: TicketStore) -> int | None:
+    """The pid of the loop whose worker holds the ticket's lock, when that loop is no longer
+    running (the worker ends by itself, see `_stop_with_loop`); None otherwise."""
+    loop = _ticket_lock.owner_note(store.dir).get("loop")
+    if not isinstance(loop, str) or mark_alive(loop):
+        return None
+    pid = loop.partition(".")[0]
+    return int(pid) if pid.isdigit() else None
 
 
 def _lock_free(path: Path) -> bool | None:
@@ -64,7 +131,7 @@ def _lock_free(path: Path) -> bool | None:
 def read_state_json(path: Path) -> dict[str, Any] | None:
     """retry-state.json as plain JSON, for views (phase, counts); None if absent or unreadable."""
     try:
-        data = json.loads(path.read_bytes())
+        data = load_json(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -97,7 +164,7 @@ def running_phase(journal: Path, attempt: int) -> str | None:
         if b'"PhaseStarted"' not in line:
             continue
         try:
-            event = json.loads(line)
+            event = load_json(line.decode("utf-8"))
         except ValueError:
             continue  # the first, cut line of the tail, or a torn last one
         if isinstance(event, dict) and event.get("attempt") == attempt:
@@ -149,6 +216,7 @@ def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
     """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
     the loop reads), stderr appended to the ticket's log, as a `python -m tf_fsm` process
     started there would have."""
+    _stop_with_loop()
     os.chdir(cwd)
     for fd, path, flags in (
         (0, os.devnull, os.O_RDONLY),
@@ -168,6 +236,34 @@ def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
         with contextlib.suppress(OSError):
             os.fsync(2)
     raise SystemExit(code)
+
+
+#: how long a worker whose loop died gets to stop cleanly before it kills itself
+ORPHAN_GRACE_SECONDS = 10.0
+
+
+def _stop_with_loop() -> None:
+    """In the forked worker: stop when the loop that started it dies, however it dies.
+
+    The worker's parent is the fork server, not the loop, so the parent-death signal cannot
+    tell. multiprocessing gives the worker a sentinel of the loop instead (a pipe only the loop
+    holds): at its EOF the worker is sent SIGTERM, which interrupts its run as Ctrl-C does (the
+    agent's process group is ended, the attempt stays resumable), and after a grace SIGKILL.
+    Once the workers are gone, the fork server sees its last client go and exits too."""
+    import multiprocessing
+    import threading
+
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        select.select([parent.sentinel], [], [])
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_GRACE_SECONDS)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tf-fsm loop watch", daemon=True).start()
 
 
 #: an unlocked outcome file younger than this may be one a live loop has just created

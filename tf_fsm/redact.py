@@ -23,12 +23,32 @@ MARKER = "[REDACTED]"
 
 # Speed: every alternative of the combined regex starts with one literal character, so `re` gets a
 # table of possible first characters and skips everything else in C. Checks on what comes before
-# a match are lookbehinds placed right after that first character (hence the `.` in them).
+# a match are lookbehinds placed right after that first character (hence the `.` in them), or,
+# for token formats, after the second one: most places where a token's first letter occurs are
+# then rejected by a plain character comparison, before any lookbehind runs.
 
-# A token must start a word, or follow a JSON escape such as `\n` (a secret on its own line reads
-# `...\nghp_...` once the text is JSON-encoded). `]` counts as part of a word so that a token glued
-# to an earlier `[REDACTED]` is not redacted on a second pass only (redaction is idempotent).
-_WORD_START = r"(?:(?<![A-Za-z0-9_\]].)|(?<=\\[nrt].))"
+
+def _starts_word(after: int) -> str:
+    r"""Lookbehind, `after` characters into a match: the match starts a word, or follows a JSON
+    escape such as `\n` (a secret on its own line reads `...\nghp_...` once the text is
+    JSON-encoded). `]` counts as part of a word so that a token glued to an earlier `[REDACTED]`
+    is not redacted on a second pass only (redaction is idempotent)."""
+    dots = "." * after
+    return rf"(?:(?<![A-Za-z0-9_\]]{dots})|(?<=\\[nrt]{dots}))"
+
+
+def _outside_escape(after: int) -> str:
+    r"""Lookbehind, `after` characters into a match: its first character is not the letter of a
+    JSON escape (`\n`, `\r`, ...). In `\npm_...` the `n` belongs to the escape, and redacting
+    from it would leave `\[REDACTED]`, which is not JSON. An escaped backslash before it
+    (`\\npm_...`) is fine."""
+    return rf"(?<![^\\]\\{'.' * after})"
+
+
+_WORD_START = _starts_word(1)
+# Letters that end a JSON escape (`\b \f \n \r \t \u`): a token starting with one of them
+# also needs _outside_escape.
+_ESCAPE_LETTERS = "bfnrtu"
 # A quote, possibly escaped once or more (`"`, `\"`, `\\\"`): JSON inside JSON.
 _QUOTE = r"\\*[\"']"
 # Characters of an unquoted value: stops at whitespace, quotes, backslashes (so a JSON escape is
@@ -86,23 +106,97 @@ def _sep_and_value() -> str:
 _KEY_BEFORE = _after_key(("",))
 _KEY_OR_KEY_SPACE_BEFORE = _after_key(("", "[ \t]"))
 
+# Provider token formats, after gitleaks' rules (config/gitleaks.toml) and, for AI providers it
+# lacks, trufflehog's detectors: a literal prefix and the token's own alphabet and length, so a
+# prefix in prose ("hf_hub_download", "npm_config_cache", "the SG. abbreviation") is left alone.
+# Lengths are minimums where a longer token would otherwise leave its tail unredacted. The first
+# two characters of every format are literal (see _by_first_character).
+_TOKEN_FORMATS: tuple[str, ...] = (
+    # OpenAI (sk-, sk-proj-, sk-or-v1- of OpenRouter, ...) and Anthropic (sk-ant-). A digit is
+    # required, so that words joined by hyphens ("sk-learn-style-...") are not keys.
+    r"sk-(?:proj-|ant-|svcacct-|admin-)?(?=[A-Za-z_-]*+[0-9])[A-Za-z0-9_-]{20,}+",
+    r"sk_(?:live|test|prod)_[A-Za-z0-9]{10,}+",  # Stripe
+    r"rk_(?:live|test|prod)_[A-Za-z0-9]{10,}+",
+    r"whsec_[A-Za-z0-9+/]{24,}+={0,2}",  # Stripe (and Standard Webhooks) signing secrets
+    r"r8_[A-Za-z0-9_-]{37,}+",  # Replicate
+    r"gh[pousr]_[A-Za-z0-9]{30,}+",  # GitHub
+    r"github_pat_[A-Za-z0-9_]{30,}+",
+    # GitLab: personal, deploy, runner, feed, feature flag, SCIM, mail, agent, OAuth, trigger and
+    # CI job tokens; the routable ones end in `.<2 chars><7 chars>` (a runner's `glrt-t1_...`).
+    r"gl(?:pat|dt|rt|ft|ffct|soat)-[A-Za-z0-9_-]{20,}+(?:\.[0-9a-z]{9,}+)?",
+    r"glimt-[A-Za-z0-9_-]{25,}+",
+    r"glagent-[A-Za-z0-9_-]{50,}+",
+    r"gloas-[A-Za-z0-9_-]{64,}+",
+    r"glptt-[0-9a-f]{40,}+",
+    r"glcbt-[0-9a-zA-Z]{1,5}_[A-Za-z0-9_-]{20,}+",
+    r"GR1348941[A-Za-z0-9_-]{20,}+",  # GitLab runner registration
+    r"glc_[A-Za-z0-9+/]{32,}+={0,3}",  # Grafana Cloud
+    r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",  # Grafana service account
+    r"gsk_[A-Za-z0-9]{52,}+",  # Groq
+    # Hugging Face user and organization tokens: 34 characters, both cases (a snake_case name
+    # such as hf_cachedmodeldownloads... has one).
+    r"hf_(?=[a-z0-9]*+[A-Z])(?=[A-Z0-9]*+[a-z])[A-Za-z0-9]{34,}+(?![_\[])",
+    r"api_org_(?=[a-z0-9]*+[A-Z])(?=[A-Z0-9]*+[a-z])[A-Za-z0-9]{34,}+(?![_\[])",
+    # Slack: bot, user, workspace, legacy and configuration tokens, app tokens, webhook URLs
+    # (the host is kept).
+    r"xox[abposre]-(?=[A-Za-z-]*+[0-9])[A-Za-z0-9-]{10,}+",
+    r"xoxe\.xox[bp]-[0-9]-[A-Za-z0-9]{160,}+",
+    r"xapp-[0-9]-[A-Za-z0-9]++-[0-9]++-[A-Za-z0-9]++",
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/]{43,}+)",
+    r"xai-[A-Za-z0-9_]{80,}+",  # xAI
+    # AWS access key ids: exactly 20 characters (`[`: see _starts_word).
+    *(rf"{p}[A-Z0-9]{{16}}(?![A-Za-z0-9[])" for p in ("AKIA", "ASIA", "ABIA", "ACCA")),
+    r"A3T[A-Z0-9]{17}(?![A-Za-z0-9[])",
+    r"AIza[0-9A-Za-z_-]{35,}+",  # Google
+    r"ATATT3[A-Za-z0-9_=-]{186,}+",  # Atlassian
+    r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58,}+",  # age
+    r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+",  # JWT
+    r"eyJrIjoi[A-Za-z0-9]{70,}+={0,3}",  # Grafana API key
+    r"npm_[A-Za-z0-9]{36,}+(?![_\[])",  # npm
+    r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}+",  # PyPI upload
+    r"pplx-[A-Za-z0-9]{48,}+",  # Perplexity
+    r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32,}+",  # Shopify
+    r"sntryu_[a-f0-9]{64,}+",  # Sentry user and organization tokens
+    r"sntrys_eyJpYXQiO[A-Za-z0-9+/=_]{60,}+",
+    r"do[opr]_v1_[a-f0-9]{64,}+",  # DigitalOcean
+    r"dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,}+",  # Doppler
+    r"dapi[a-f0-9]{32}(?:-[0-9])?(?![A-Za-z0-9_[])",  # Databricks
+    r"lin_api_[A-Za-z0-9]{40,}+",  # Linear
+    r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10,}+",  # LangSmith
+    r"SG\.[A-Za-z0-9_-]{22,}+\.[A-Za-z0-9_-]{43,}+",  # SendGrid
+    r"SK(?=[a-fA-F]*+[0-9])[0-9a-fA-F]{32}(?![A-Za-z0-9_[])",  # Twilio API key
+    r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34,}+",  # Postman
+    r"NRAK-[A-Za-z0-9]{27,}+",  # New Relic user and insert keys
+    r"NRII-[A-Za-z0-9-]{32,}+",
+    r"hvs\.[A-Za-z0-9_-]{90,}+",  # HashiCorp Vault service and batch tokens
+    r"hvb\.[A-Za-z0-9_-]{138,}+",
+)
+
+
+def _token_start(first: str) -> str:
+    """What may come before a token starting with `first` (placed after its second character)."""
+    if first in _ESCAPE_LETTERS:
+        return _starts_word(2) + _outside_escape(2)
+    return _starts_word(2)
+
+
+def _by_first_character(formats: Iterable[str]) -> list[str]:
+    """One alternative per first character, `X(?:Y{start}rest|Z{start}rest|...)`: where the
+    text has X, the engine compares the next character with each format's second one (a literal
+    in every format) and runs the start check only for the format that goes on matching."""
+    rests: dict[str, list[str]] = {}
+    for pattern in formats:
+        rests.setdefault(pattern[0], []).append(pattern[1] + _token_start(pattern[0]) + pattern[2:])
+    return [f"{re.escape(first)}(?:{'|'.join(alts)})" for first, alts in rests.items()]
+
+
 _PATTERNS: tuple[str, ...] = (
     # PEM private keys, the whole block; lines end in real or JSON-escaped newlines. A block cut
     # off before its END line is redacted to the end of its base64.
     r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[A-Za-z0-9+/=:,\s]|-(?!----)|\\+[nrt])*+"
     r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?",
-    # OpenAI (sk-, sk-proj-, ...) and Anthropic (sk-ant-). A digit is required, so that words
-    # joined by hyphens ("sk-learn-style-...") are not keys.
-    rf"s{_WORD_START}k-(?:proj-|ant-|svcacct-|admin-)?(?=[A-Za-z_-]*+[0-9])[A-Za-z0-9_-]{{20,}}+",
-    rf"g{_WORD_START}h[pousr]_[A-Za-z0-9]{{30,}}+",
-    rf"g{_WORD_START}ithub_pat_[A-Za-z0-9_]{{30,}}+",
-    rf"x{_WORD_START}ox[abposr]-(?=[A-Za-z-]*+[0-9])[A-Za-z0-9-]{{10,}}+",
-    rf"A{_WORD_START}(?:KIA|SIA)[A-Z0-9]{{16}}(?![A-Za-z0-9[])",  # `[`: see _WORD_START
-    rf"A{_WORD_START}Iza[0-9A-Za-z_-]{{35,}}+",
-    rf"s{_WORD_START}k_(?:live|test)_[A-Za-z0-9]{{16,}}+",
-    rf"r{_WORD_START}k_(?:live|test)_[A-Za-z0-9]{{16,}}+",
-    rf"e{_WORD_START}yJ[A-Za-z0-9_-]{{8,}}+\.eyJ[A-Za-z0-9_-]{{8,}}+\.[A-Za-z0-9_-]*+",
+    *_by_first_character(_TOKEN_FORMATS),
     # Bearer <token>: the scheme is kept. A digit and 16 characters: not "Bearer authentication".
     rf"B{_WORD_START}earer[ \t]+((?=[A-Za-z._~+/-]*+[0-9])[A-Za-z0-9._~+/-]{{16,}}+=*+)",
     # https://user:password@host: the user is kept.
@@ -159,7 +253,7 @@ class Redactor:
             # Longest first, so an escaped form wins over the raw value it starts with. A literal
             # right after a lone backslash would split an escape (`\n` + `nsecret...`): skipped.
             ordered = sorted(forms, key=lambda f: (-len(f), f))
-            parts += [re.escape(f[0]) + r"(?<![^\\]\\.)" + re.escape(f[1:]) for f in ordered]
+            parts += [re.escape(f[0]) + _outside_escape(1) + re.escape(f[1:]) for f in ordered]
         self._regex = re.compile("|".join(parts))
 
     @classmethod

@@ -20,6 +20,8 @@ class RunOptions:
     simplify_tickets: bool = False
     final_review_loop: bool = False
     retry_trigger: str = "manual_retry"  # how a retry this caller starts is recorded
+    #: the backlog loop this run is a worker of (`<pid>.<start time>`), noted with its lock
+    loop: str | None = None
 
     def flags(self) -> dict[str, Any]:
         return {

@@ -5,11 +5,11 @@ decision, and what the ticket and the journal are told. The rule itself is pure
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from tf_fsm import journal as ev
 from tf_fsm import tickets
+from tf_fsm._json_input import load_json
 from tf_fsm.detection import extract_findings
 from tf_fsm.escalation import detect_same_failure, next_tier, should_retry
 from tf_fsm.signature import FailureSignature, failure_signature
@@ -28,8 +28,8 @@ def attempt_signature(run: TicketRun, runner: PhaseRunner) -> FailureSignature |
     re-review's, else review.md's), its post-fix counts and the gate commands that failed."""
     read = run.store.read_artifact
     try:
-        mode = json.loads(read("post-fix-verification.json") or "{}").get("mode")
-    except (json.JSONDecodeError, AttributeError):
+        mode = load_json(read("post-fix-verification.json") or "{}").get("mode")
+    except (ValueError, AttributeError):
         mode = None
     remaining = read("post-fix-review.md") if mode == "rereview" else None
     findings = extract_findings(remaining or read("review.md") or "")

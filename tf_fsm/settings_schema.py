@@ -26,11 +26,42 @@ ESCALATION_KEYS: dict[str, str] = {
     "reviewerSecondOpinion": "reviewer-second-opinion",
     "worker": "worker",
 }
-#: agents roles pi-ticketflow defines that tf_fsm does not run (accepted silently)
+#: agents roles pi-ticketflow defines that tf_fsm does not run (accepted, with a warning)
 PI_ONLY_ROLES = frozenset({"review-merge", "researcher-fetch"})
 #: prompts entries naming the worker's metaModel, in order of precedence
 WORKER_PROMPT_KEYS: tuple[str, ...] = ("tf-implement", "tf")
+
+_WORKTREES = "git worktrees are not supported yet; tickets run in the project's working tree"
+#: Keys pi-ticketflow acts on and tf_fsm accepts without acting on them (docs/settings.md):
+#: dotted key -> why, for the load-time warning a project file that sets one gets.
+IGNORED_KEYS: dict[str, str] = {
+    "checkers": "quality-gate commands are workflow.qualityGates (docs/gates.md)",
+    "workflow.clarifyDefault": "pi-ticketflow's default for /tf's clarifying questions; "
+    "tf_fsm's agents run without asking",
+    "workflow.mcpServers": "tf_fsm does not configure the agents' MCP servers",
+    "workflow.researchParallelAgents": "the research phase runs one researcher",
+    "workflow.exclude": "a pi-ticketflow option tf_fsm does not act on",
+    "workflow.chainMode": "a pi-ticketflow option tf_fsm does not act on",
+    "ralph.parallelWorktreesDir": _WORKTREES,
+    "ralph.parallelKeepWorktrees": _WORKTREES,
+    "ralph.parallelAutoMerge": _WORKTREES,
+    "ralph.serialUseWorktree": _WORKTREES,
+}
 DEFAULT_FAIL_ON: tuple[str, ...] = ("Critical", "Major")
+
+# Upper bounds of the number settings (docs/settings.md, "Number bounds"): far above any real
+# use, and within what Python and the OS accept, so a setting that validates never crashes a
+# run (a timeout of 1e300 s overflows select(2) at the first agent call).
+#: every duration: timeouts, waits, the restart backoff's base (7 days)
+MAX_SECONDS = 604_800
+#: attempts, feedback rounds and restarts; the backoff's 2^(restart-1) stays a finite float
+MAX_TRIES = 1000
+#: tickets `tf-fsm ralph` runs at once, each its own process
+MAX_WORKERS = 256
+#: runs one `tf-fsm ralph` starts
+MAX_ITERATIONS = 100_000
+#: the per-ticket budget, in US dollars
+MAX_COST_USD = 1_000_000
 
 _META = [
     (
@@ -130,10 +161,10 @@ class EscalationModels(_Section):
 
 class Escalation(_Section):
     enabled: bool = False
-    maxRetries: int = Field(default=3, ge=0)
+    maxRetries: int = Field(default=3, ge=0, le=MAX_TRIES)
     models: EscalationModels = EscalationModels()
     #: per-ticket budget in US dollars (agent-reported cost); None = no budget
-    maxCostUsd: float | None = Field(default=None, gt=0)
+    maxCostUsd: float | None = Field(default=None, gt=0, le=MAX_COST_USD)
     #: what a blocked attempt that fails exactly like the one before it does (docs/lifecycle.md)
     sameFailure: Literal["skip-tier", "stop", "off"] = "skip-tier"
 
@@ -148,8 +179,9 @@ class QualityGate(_Section):
     #: a shell command line (run with `bash -c`, so pipes and quotes work) or an argv list
     command: str | list[str]
     required: bool = True
-    maxRetries: int | None = Field(default=None, ge=0)  # None: workflow.qualityGateMaxRetries
-    timeoutSeconds: float = Field(default=180.0, gt=0)
+    #: None: workflow.qualityGateMaxRetries
+    maxRetries: int | None = Field(default=None, ge=0, le=MAX_TRIES)
+    timeoutSeconds: float = Field(default=180.0, gt=0, le=MAX_SECONDS)
     cwd: OsStr | None = None  # relative to the project root
 
     @field_validator("command", mode="after")
@@ -173,8 +205,8 @@ class Workflow(_Section):
     escalation: Escalation = Escalation()
     postFixVerification: Literal["rereview", "fixes"] = "rereview"
     qualityGates: list[QualityGate] = Field(default_factory=list)
-    qualityGateMaxRetries: int = Field(default=3, ge=0)
-    # pi-ticketflow keys tf_fsm accepts and does not act on.
+    qualityGateMaxRetries: int = Field(default=3, ge=0, le=MAX_TRIES)
+    # pi-ticketflow keys tf_fsm accepts and does not act on (IGNORED_KEYS).
     clarifyDefault: Any = None
     mcpServers: Any = None
     researchParallelAgents: Any = None
@@ -218,14 +250,15 @@ class Workflow(_Section):
 
 
 class Ralph(_Section):
-    parallelWorkers: int = Field(default=1, ge=1)
-    maxIterations: int = Field(default=50, ge=1)
+    parallelWorkers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    maxIterations: int = Field(default=50, ge=1, le=MAX_ITERATIONS)
     parallelAllowUntagged: bool = False
     componentTagPrefix: str = "component:"
-    # pi-ticketflow keys tf_fsm accepts and does not act on.
+    # pi-ticketflow keys tf_fsm accepts and does not act on (IGNORED_KEYS).
     parallelWorktreesDir: Any = None
     parallelKeepWorktrees: Any = None
     parallelAutoMerge: Any = None
+    serialUseWorktree: Any = None
 
 
 #: The `{placeholders}` an `executor.command` argv may use (the TF_* variables, lower case).
@@ -258,14 +291,16 @@ class Executor(_Section):
     #: appended to the preset's argv (e.g. ["--provider", "x"]); placeholders allowed
     extraArgs: list[OsStr] = Field(default_factory=list)
     command: list[OsStr] | None = None
-    timeoutSeconds: float = Field(default=1800.0, gt=0)
+    timeoutSeconds: float = Field(default=1800.0, gt=0, le=MAX_SECONDS)
     #: restarts of an invocation that failed transiently (crash, timeout, kill, provider)
-    maxRestarts: int = Field(default=2, ge=0)
+    maxRestarts: int = Field(default=2, ge=0, le=MAX_TRIES)
     #: base of the exponential backoff between restarts (with jitter); 0 = restart at once
-    restartBackoffSeconds: float = Field(default=2.0, ge=0)
+    restartBackoffSeconds: float = Field(default=2.0, ge=0, le=MAX_SECONDS)
     scenario: OsStr | None = None
-    waitSeconds: float = Field(default=0.0, ge=0)  # handoff: how long `run` waits per artifact
-    stableSeconds: float = Field(default=0.5, ge=0)  # handoff: quiet time before it counts
+    #: handoff: how long `run` waits per artifact
+    waitSeconds: float = Field(default=0.0, ge=0, le=MAX_SECONDS)
+    #: handoff: quiet time before an artifact counts
+    stableSeconds: float = Field(default=0.5, ge=0, le=MAX_SECONDS)
 
     @field_validator("extraArgs", mode="after")
     @classmethod
@@ -306,7 +341,7 @@ class Settings(_Section):
     metaModels: dict[str, MetaModel] = Field(default_factory=dict)
     agents: dict[str, OsStr] = Field(default_factory=dict)
     prompts: dict[str, str] = Field(default_factory=dict)
-    checkers: Any = None  # pi-ticketflow's per-language lint/format commands; not used here
+    checkers: Any = None  # pi-ticketflow's per-language lint/format commands (IGNORED_KEYS)
     workflow: Workflow = Workflow()
     ralph: Ralph = Ralph()
     executor: Executor = Executor()

@@ -20,6 +20,10 @@ from tf_fsm.severity import SEVERITIES as SEVERITIES
 from tf_fsm.severity import normalize_severity as normalize_severity
 
 SCHEMA_VERSION = 1
+#: The largest attempt number or retry count a file may hold. A run never writes more than
+#: workflow.escalation.maxRetries + 1 (at most 1001), so only a damaged or hand-made file
+#: reaches it, and it is refused (corrupt, exit 2) rather than carried into a run.
+MAX_ATTEMPTS = 10_000
 
 AttemptStatus = Literal["in_progress", "blocked", "closed", "error"]
 TicketStatus = Literal["active", "blocked", "closed"]
@@ -112,7 +116,7 @@ class UsageRecord(_Record):
 
 
 class Attempt(_Record):
-    attemptNumber: StrictInt = Field(ge=1)
+    attemptNumber: StrictInt = Field(ge=1, le=MAX_ATTEMPTS)
     startedAt: str
     completedAt: str | None = None
     status: AttemptStatus
@@ -157,7 +161,8 @@ class RetryState(_Record):
     attempts: list[Attempt] = Field(default_factory=list)
     lastAttemptAt: str
     status: TicketStatus = "active"
-    retryCount: StrictInt = Field(default=0, ge=0)  # "2" or true is an error, not a count
+    #: "2" or true is an error, not a count
+    retryCount: StrictInt = Field(default=0, ge=0, le=MAX_ATTEMPTS)
     #: why the ticket stopped before its retries ran out (`same-failure`); absent otherwise.
     #: Only --retry-reset (or a successful close) clears it.
     stopReason: Literal["same-failure"] | None = None

@@ -9,13 +9,31 @@ from tf_fsm.config import LoadedSettings, knowledge_dir
 from tf_fsm.ticket_id import TICKET_ID_RE
 
 # Everything else is imported where it is used: `tf-fsm status` on a project where no ticket
-# has run needs only the settings, and the journal/state models, the store (filelock, the
+# has run needs only the settings, and the journal/state models, the store (the lock, the
 # redaction regex) and the detection regexes cost more start-up than the whole command may
 # take (benchmarks/bench_startup.py).
 if TYPE_CHECKING:
+    from tf_fsm.backlog import TkRecord
     from tf_fsm.journal import Event
     from tf_fsm.state import RetryState
     from tf_fsm.store import TicketStore
+
+
+#: how `next` starts when `run` would refuse the ticket (and the loop skips it)
+NOTHING = "nothing: "
+#: the status column of `retryCount` out of `maxRetries`: blocked attempts since the last close
+BLOCKED_ATTEMPTS = "blocked attempts"
+
+
+def refuses(upcoming: str) -> bool:
+    """`skip`: the next step is nothing (one decision, `next_step`, gives both)."""
+    return upcoming.startswith(NOTHING)
+
+
+def blocked_attempts(count: int, cap: int, closed: bool) -> str:
+    """`retryCount` out of `maxRetries` in words that cannot read as a contradiction of the
+    attempt number: a close resets the count, so after one it says so instead of `0/3`."""
+    return "reset on close" if closed else f"{count}/{cap}"
 
 
 def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
@@ -26,8 +44,54 @@ def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
     return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
 
 
+def whole_backlog(root: Path, settings: LoadedSettings) -> tuple[list[TkRecord | str], list[str]]:
+    """`status --all`: every ticket of `.tickets/` in tk's order (priority, then id, each
+    compared as awk compares them, as `tk ready` sorts), then the tickets with state but no
+    ticket file, by id; and what the scan found wrong (a file without an `id:` line, an id in
+    two files)."""
+    from tf_fsm.backlog import scan, tickets_dir
+    from tf_fsm.selection import Line, tk_sort
+
+    backlog = scan(tickets_dir(root))
+    lines = tk_sort([Line(rec, (rec.priority, rec.id)) for rec in backlog.records.values()])
+    gone = [t for t in tracked_tickets(root, settings) if t not in backlog.records]
+    return [line.record for line in lines] + gone, [str(p) for p in backlog.problems]
+
+
+def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> dict[str, Any]:
+    """`ticket_status` of a ticket id (named, or with state), or of a backlog record (`--all`)
+    with why `run` cannot take it: an id that cannot name a ticket, or one whose file `run`
+    would not find (the id is in another file)."""
+    from tf_fsm.errors import InvalidTicketIdError
+    from tf_fsm.tickets import ticket_path
+
+    if isinstance(ticket, str):
+        return ticket_status(root, settings, ticket)
+    record = ticket
+    try:
+        row = ticket_status(root, settings, record.id)
+    except InvalidTicketIdError as exc:
+        return _unrunnable_row(record.id, str(exc))
+    expected = ticket_path(root, record.id)
+    if not expected.is_file():
+        why = f"its id is {record.id} but its file is {record.path.name} (run reads {expected})"
+        row["next"] = f"{NOTHING}{why}"
+        row["skip"] = refuses(row["next"])
+    return row
+
+
+def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
+    """The row of a backlog ticket `run` refuses before reading any state."""
+    upcoming = f"{NOTHING}{why}"
+    return {
+        "ticket": ticket_id, "next": upcoming, "state": None, "status": None, "attempt": None,
+        "retryCount": None, "maxRetries": None, "skip": refuses(upcoming), "escalatedRoles": [],
+        "lastFailure": None,
+    }  # fmt: skip
+
+
 def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
-    from tf_fsm.escalation import retries_left, should_skip
+    from tf_fsm.escalation import retries_left
     from tf_fsm.machine import state_of_attempt
     from tf_fsm.resume import live_phase
     from tf_fsm.store import TicketStore
@@ -53,13 +117,13 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     events = _events(store)
     spend = cost_summary(events, state, settings)
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
-    upcoming, skip = next_step(store, state, settings), should_skip(state, settings)
+    upcoming = next_step(store, state, settings)
     if upcoming.startswith("attempt "):
         # the loop's own test, which run refuses too; a price forecast needs the executor
         from tf_fsm.executors.accounting import budget_reason, over_budget
 
         if (over := over_budget(events, settings)) is not None:
-            upcoming, skip = f"nothing: {budget_reason(*over)}", True
+            upcoming = f"{NOTHING}{budget_reason(*over)}"
     return {
         "ticket": ticket_id,
         "next": upcoming,
@@ -71,7 +135,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         "retryCount": state.retryCount if state else 0,
         "maxRetries": settings.max_retries,
         "retriesLeft": retries_left(state, settings),
-        "skip": skip,
+        "skip": refuses(upcoming),
         "escalatedRoles": escalated,
         "tier": (cur.tier if cur else None),
         "lastFailure": failure,
@@ -144,7 +208,7 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
 
     cur = state.current if state else None
     if (state is None or cur is None) and settings.max_retries == 0:
-        return f"nothing: {NO_ATTEMPT_ALLOWED}"
+        return f"{NOTHING}{NO_ATTEMPT_ALLOWED}"
     if state is None or cur is None:
         return "attempt 1 (initial)"
     if state.has_open_attempt:
@@ -152,15 +216,15 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
         point = resume_point(cur.attemptNumber, events, store.seen, gate_decided(store))
         return f"resume attempt {cur.attemptNumber} at {point.phase}: {point.reason}"
     if cur.status == "closed":
-        return "nothing: closed (a reopened tk ticket starts again at attempt 1)"
+        return f"{NOTHING}closed (a reopened tk ticket starts again at attempt 1)"
     if stopped(state):
         info = cur.sameFailure or {}
         return (
-            f"nothing: same-failure (attempts {info.get('previousAttempt', '?')} and "
+            f"{NOTHING}same-failure (attempts {info.get('previousAttempt', '?')} and "
             f"{cur.attemptNumber} failed the same way); needs a human; --retry-reset starts over"
         )
     if not should_retry(state, settings):
-        return f"nothing: max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
+        return f"{NOTHING}max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
     tier = next_tier(state, settings)
     info = cur.sameFailure or {}
     skipped = (

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -25,15 +24,19 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import ValidationError
 
+from tf_fsm._atomic import appended_link, disk_errors, fsync_dir, open_no_follow, write_all
+
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm._atomic import atomic_write_bytes as atomic_write_bytes
 from tf_fsm._atomic import atomic_write_json as atomic_write_json
 from tf_fsm._atomic import atomic_write_text as atomic_write_text
-from tf_fsm._atomic import fsync_dir, write_all
+from tf_fsm._atomic import make_dirs as make_dirs
+from tf_fsm._confine import check_within
 from tf_fsm._journal_file import corrupt_journal, repair_tail
+from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm._redacted_json import redacted_json, redacted_line
 from tf_fsm._ticket_lock import hold_lock, sweep_temp_files
-from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError
+from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
 from tf_fsm.journal import (
     Event,
     JournalLineError,
@@ -75,12 +78,33 @@ class TicketStore:
         self.chain_context_path = self.dir / "chain-context.json"
         self.lock_path = self.dir / ".lock"
         self.lock_owner_path = self.dir / ".lock.owner"
+        #: what no write may be led out of by a symlink (tf_fsm._confine); the knowledge
+        #: directory itself was checked against the project when it was found (config)
+        self.within = self.knowledge_dir
         # Default: known patterns plus this process's secret-looking environment values.
         self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
         self._trusted = False  # retry-state.json was read or written fine by this store
         self._batching = False
         self._unsynced_dirs: set[Path] = set()  # renames in them not yet made durable
         self._journal_unsynced = False  # an append written but not yet fsynced
+
+    def check_paths(self) -> None:
+        """Before a run writes anything: UnsafePathError if the ticket directory, or a symlink
+        in it, leads out of the boundary, or if the journal or the lock (which are appended to
+        and locked, never replaced) is a symlink at all."""
+        check_within(self.dir, self.within)
+        try:
+            entries = list(os.scandir(self.dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if not entry.is_symlink():
+                continue
+            path = Path(entry.path)
+            if path in (self.journal_path, self.lock_path):
+                target = os.path.realpath(path)
+                raise UnsafePathError(path, target, self.within, appended_link(target))
+            check_within(path, self.within)
 
     # --- grouped fsyncs ---------------------------------------------------------------------
 
@@ -113,7 +137,18 @@ class TicketStore:
     # --- artifacts ------------------------------------------------------------------------
 
     def artifact_path(self, name: str) -> Path:
-        """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`)."""
+        """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`); a
+        symlink inside the ticket directory must not lead a read or a write elsewhere."""
+        path = self._artifact(name)
+        try:
+            check_within(path, self.dir)
+        except UnsafePathError as exc:
+            reason = f"resolves outside the ticket directory ({exc.link} -> {exc.target})"
+            raise InvalidArtifactNameError(name, reason) from None
+        return path
+
+    def _artifact(self, name: str) -> Path:
+        """The path `name` names, once the name itself is valid (its links not checked yet)."""
         if not isinstance(name, str) or not name:
             raise InvalidArtifactNameError(str(name), "must be a non-empty string")
         if "\\" in name or "\0" in name:
@@ -132,36 +167,21 @@ class TicketStore:
                 )
         if segments[0] in _RESERVED_ARTIFACTS or segments[0].startswith("retry-state.json"):
             raise InvalidArtifactNameError(name, "is a state file the store writes itself")
-        path = self.dir.joinpath(*segments)
-        # A symlink inside the ticket directory must not lead the write elsewhere. Only the
-        # segments below the directory can be links we did not make; an lstat each is far
-        # cheaper than resolving the whole path, and the full check runs only if one is a link.
-        below = self.dir
-        for segment in segments:
-            below = below / segment
-            try:
-                is_link = stat.S_ISLNK(os.lstat(below).st_mode)
-            except FileNotFoundError:
-                break
-            if is_link:
-                if not path.resolve().is_relative_to(self.dir.resolve()):
-                    raise InvalidArtifactNameError(name, "resolves outside the ticket directory")
-                break
-        return path
+        return self.dir.joinpath(*segments)
 
     def write_artifact(
         self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
     ) -> Path:
         """Write an artifact, redacted and atomically. `only_if_changed` leaves an identical
         file (and its mtime) alone."""
-        path = self.artifact_path(name)
+        path = self._artifact(name)  # its links are checked by the write itself
         data = self.redactor(text).encode("utf-8")
         if only_if_changed:
             with suppress(FileNotFoundError):
                 if path.read_bytes() == data:
                     return path
         deferred = sync_dir and self._batching
-        atomic_write_bytes(path, data, sync_dir=sync_dir and not deferred)
+        atomic_write_bytes(path, data, within=self.dir, sync_dir=sync_dir and not deferred)
         if deferred:
             self._unsynced_dirs.add(path.parent)
         return path
@@ -179,7 +199,7 @@ class TicketStore:
         if clean != text:
             data = clean.encode("utf-8", "surrogateescape")
             deferred = self._batching
-            atomic_write_bytes(path, data, sync_dir=not deferred)
+            atomic_write_bytes(path, data, within=self.dir, sync_dir=not deferred)
             if deferred:
                 self._unsynced_dirs.add(path.parent)
         return hashlib.sha256(data).hexdigest(), clean
@@ -214,12 +234,14 @@ class TicketStore:
         if not raw.strip():
             raise self._corrupt_state("the file is empty")
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = load_json(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise self._corrupt_state(f"not UTF-8 (byte {exc.start})") from exc
         except json.JSONDecodeError as exc:
             problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
             raise self._corrupt_state(problem) from exc
+        except JsonLimitError as exc:
+            raise self._corrupt_state(exc.problem) from exc
         if not isinstance(data, dict):
             raise self._corrupt_state(f"expected a JSON object, got {type(data).__name__}")
         try:
@@ -257,7 +279,7 @@ class TicketStore:
         # Artifacts the state may point at are made durable first; its own directory's fsync
         # below covers the renames already done in it.
         self._sync_dirs(skip=self.dir)
-        atomic_write_text(self.retry_state_path, text)
+        atomic_write_text(self.retry_state_path, text, within=self.within)
         self._trusted = True
 
     def retry_backup_path(self, now: datetime) -> Path:
@@ -283,8 +305,10 @@ class TicketStore:
             count_before = None
         # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
         backup = self.retry_backup_path(now)
-        self.retry_state_path.rename(backup)
-        fsync_dir(self.dir)
+        check_within(backup, self.within)
+        with disk_errors(self.retry_state_path, f"move aside to {backup.name}"):
+            self.retry_state_path.rename(backup)
+            fsync_dir(self.dir)
         self.append_event(
             RetryStateReset(
                 ts=timestamp(now),
@@ -318,18 +342,13 @@ class TicketStore:
         line = b"".join(redacted_line(e, redactor) for e in events)
         if durable:
             self._sync_dirs()  # what the events report is on disk before they are
+        fd, created = self._open_journal()
         try:
-            fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND)
-            created = False
-        except FileNotFoundError:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.journal_path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
-            created = True
-        try:
-            repair = repair_tail(fd, self.journal_path, self.ticket_id, redactor)
-            write_all(fd, repair + line)
-            if durable:
-                os.fsync(fd)
+            with disk_errors(self.journal_path, "append to"):
+                repair = repair_tail(fd, self.journal_path, self.ticket_id, redactor)
+                write_all(fd, repair + line)
+                if durable:
+                    os.fsync(fd)
         finally:
             os.close(fd)
         self._journal_unsynced = not durable
@@ -338,6 +357,18 @@ class TicketStore:
                 fsync_dir(self.dir)
             else:
                 self._unsynced_dirs.add(self.dir)
+
+    def _open_journal(self) -> tuple[int, bool]:
+        """The journal, open for reading and appending, and whether this call created it. The
+        ticket directory was checked against the boundary when it was made or locked (a run
+        holds the lock): each append only needs the file itself not to be a link."""
+        path, flags = self.journal_path, os.O_RDWR | os.O_APPEND
+        try:
+            return open_no_follow(path, flags, within=self.dir, operation="append to"), False
+        except FileNotFoundError:
+            make_dirs(self.dir, within=self.within)
+        flags |= os.O_CREAT
+        return open_no_follow(path, flags, within=self.dir, operation="create"), True
 
     def read_events(self) -> JournalRead:
         try:
@@ -353,16 +384,14 @@ class TicketStore:
     # --- lock -----------------------------------------------------------------------------
 
     @contextmanager
-    def lock(self, pid_note: str | None = None) -> Iterator[None]:
+    def lock(self, note: str | None = None, *, loop: str | None = None) -> Iterator[None]:
         """Hold the ticket's exclusive lock, or raise TicketLockedError at once.
 
-        An flock(2) that the kernel drops when the holder dies, so never stale (see
-        `_ticket_lock.hold_lock`); the holder is described in `.lock.owner`. Once it is held,
+        Kernel locks dropped when the holder dies, so never stale, and not lost when `.lock` is
+        deleted (see `tf_fsm._ticket_lock`); the holder is described in `.lock.owner`. Once held,
         temp files left by a writer killed mid-write are removed, and journaled."""
-        with hold_lock(
-            self.lock_path, self.lock_owner_path, self.ticket_id, pid_note, self.redactor
-        ):
-            stale = sweep_temp_files(self.dir, self.lock_path.name)
+        with hold_lock(self.dir, self.within, self.ticket_id, self.redactor, note=note, loop=loop):
+            stale = sweep_temp_files(self.dir)
             if stale:
                 self.append_event(
                     StaleTempFilesRemoved(

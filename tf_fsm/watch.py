@@ -29,6 +29,9 @@ from watchdog.observers import Observer
 
 from tf_fsm import journal as ev
 from tf_fsm import tickets
+from tf_fsm._atomic import make_dirs
+from tf_fsm._strays import end_orphans
+from tf_fsm._terminal import terminal_safe
 from tf_fsm.config import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.errors import TfFsmError
 from tf_fsm.executors import Executor, make_executor
@@ -90,6 +93,7 @@ class Watch:
             data = {"ts": stamp, "event": event, "ticket": ticket, "message": text, **fields}
             line = json.dumps(data)
         else:
+            text = terminal_safe(text)  # it may quote an agent: shown, never acted on
             line = f"[{ticket}] {text}" if ticket else text
         with self.lock:
             print(line, file=self.out, flush=True)
@@ -112,9 +116,11 @@ class Watch:
         return ticket
 
     def start(self) -> None:
+        if ended := end_orphans():
+            self.log(None, "orphans", ended)
         for ticket_id in self.named or tracked_tickets(self.root, self.settings):
             self._add(ticket_id, () if self.named else ("waiting", "error", "interrupted"))
-        self.tickets_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.tickets_dir, within=self.tickets_dir.parent)
         # watchdog's recursive inotify warns when `mkdir -p` (prompts/attempt-1) races its own
         # walk of the new directory; the watch it re-adds is the same one.
         warnings.filterwarnings("ignore", "Callback with id .* already exists", RuntimeWarning)

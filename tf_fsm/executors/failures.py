@@ -45,7 +45,7 @@ def classify(
     if report.error is not None:
         first_line = report.error.strip().splitlines()[0] if report.error.strip() else "error"
         kind = PROVIDER if is_transient_error(report.error) else AGENT_ERROR
-        return kind, f"the agent reported a {'provider ' if kind == PROVIDER else ''}error: " + (
+        return kind, f"the agent reported {'a provider' if kind == PROVIDER else 'an'} error: " + (
             first_line[:300]
         )
     if exit_code not in (0, None):

@@ -8,13 +8,13 @@ working tree), so escalating the fixer visibly changes the outcome.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tf_fsm._json_input import load_json
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
 from tf_fsm.reports import Finding, render_review
@@ -134,7 +134,7 @@ class ScriptedExecutor:
                     failure_class=failure.failureClass,
                 )
         text = self._write(invocation, script)
-        atomic_write_text(invocation.output, text)
+        atomic_write_text(invocation.output, text, within=invocation.root)
         return InvocationResult(
             ok=True,
             duration=time.monotonic() - started,
@@ -148,7 +148,7 @@ class ScriptedExecutor:
         path = invocation.artifact_dir / MEMORY_FILE
         if not path.exists():
             return {"fixed": []}
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        data: dict[str, Any] = load_json(path.read_text(encoding="utf-8"))
         return data
 
     def _open(self, invocation: Invocation, script: Script) -> list[ScriptedFinding]:
@@ -179,7 +179,7 @@ class ScriptedExecutor:
             cleared = [f for f in open_findings if f.fixedBy == "*" or inv.model in f.fixedBy]
             memory = self._memory(inv)
             memory["fixed"] = sorted({*memory["fixed"], *(f.id for f in cleared)})
-            atomic_write_json(inv.artifact_dir / MEMORY_FILE, memory)
+            atomic_write_json(inv.artifact_dir / MEMORY_FILE, memory, within=inv.root)
             lines = [f"# Fixes: {inv.ticket_id}", "", "## Fixes Applied"]
             lines += [f"- [{f.severity}] {f.text}" for f in cleared] or ["- none"]
             left = [f for f in open_findings if f not in cleared]

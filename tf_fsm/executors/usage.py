@@ -15,11 +15,13 @@ Output that is not in the expected format gives an empty report: no usage, no er
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tf_fsm._json_input import load_json
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ def _json_lines(text: str) -> Iterator[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            data = json.loads(line)
+            data = load_json(line)
         except ValueError:
             continue
         if isinstance(data, dict):
@@ -78,7 +80,12 @@ def _int(value: Any) -> int:
 
 
 def _float(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+    """A number the CLI reported; anything else, or one that is not finite (`1e999` parses as
+    infinity, which JSON state files cannot hold), counts as not reported."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return 0.0
+    number = float(value)
+    return number if math.isfinite(number) else 0.0
 
 
 def parse_pi(stdout: str) -> AgentReport:

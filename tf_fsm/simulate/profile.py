@@ -3,7 +3,6 @@ price (docs/simulate.md). JSON or TOML; the default one ships as `default-profil
 
 from __future__ import annotations
 
-import json
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from tf_fsm._json_input import load_json
 from tf_fsm.config import ESCALATION_KEYS, ROLES
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.state import SEVERITIES
@@ -109,12 +109,12 @@ def load_profile(path: Path | None) -> Profile:
     where = path or Path(DEFAULT_NAME)
     try:
         text = default_profile_text() if path is None else path.read_text(encoding="utf-8")
-        data: Any = tomllib.loads(text) if where.suffix == ".toml" else json.loads(text)
+        data: Any = tomllib.loads(text) if where.suffix == ".toml" else load_json(text)
     except FileNotFoundError:
         raise SettingsError(where, [SettingsProblem("", "profile file not found")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(where, [SettingsProblem("", f"cannot read: {exc}")]) from None
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (ValueError, tomllib.TOMLDecodeError) as exc:  # JSON, or past its limits
         raise SettingsError(where, [SettingsProblem("", f"not valid: {exc}")]) from None
     try:
         return Profile.model_validate(data)

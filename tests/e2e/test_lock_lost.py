@@ -1,0 +1,61 @@
+"""The ticket lock survives the deletion of its file: a second run is still refused (exit 75).
+
+`git clean`, an agent or a person may delete `<ticket>/.lock` (with its owner note, or the
+whole ticket directory) while a run holds it. The lock is also a kernel object that no file
+operation removes (tf_fsm._ticket_lock), so agents are never run twice, events never doubled,
+and the ticket gets one close note.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.e2e.conftest import Harness
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lock's socket is Linux's")
+
+
+def _first_run(e2e: Harness) -> subprocess.Popen[str]:
+    env = {**os.environ, "FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_LOG": str(e2e.log_file),
+           "TF_FSM_ROOT": str(e2e.project)}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tf_fsm", "run", "pt-1"],
+        cwd=e2e.project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not e2e.agent_calls(phase="implement"):  # it holds the lock, mid-attempt
+        assert time.monotonic() < deadline and proc.poll() is None, "the first run never started"
+        time.sleep(0.02)
+    return proc
+
+
+@pytest.mark.parametrize("deleted", ["lock", "lock and owner note", "ticket directory"])
+def test_a_second_run_is_refused_after_the_lock_file_is_deleted(
+    e2e: Harness, deleted: str
+) -> None:
+    e2e.plan(hang=[{"phase": "implement", "seconds": 3}])
+    first = _first_run(e2e)
+    if deleted == "ticket directory":
+        shutil.rmtree(e2e.dir)
+    else:
+        (e2e.dir / ".lock").unlink()
+        if deleted == "lock and owner note":
+            (e2e.dir / ".lock.owner").unlink()
+
+    second = e2e.run()
+    assert second.returncode == 75, second.stderr
+    assert f"pid {first.pid}" in second.stderr, second.stderr  # named even without the note
+
+    _, err = first.communicate(timeout=60)
+    assert "internal error" not in err, err
+    if deleted != "ticket directory":  # its state went with the directory: it cannot close
+        assert first.returncode == 0, err
+        assert len(e2e.agent_calls(phase="implement")) == 1
+        assert e2e.names().count("TicketClosed") == 1
+        assert e2e.ticket_file.read_text().count("tf-fsm: closed attempt 1") == 1
