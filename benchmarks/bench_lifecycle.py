@@ -35,10 +35,10 @@ from typing import Any, TypedDict
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget, median_seconds, ms
 
-from tf_fsm._atomic import atomic_write_bytes, fsync_dir
-from tf_fsm.config import settings_from_dict
+from tf_fsm.engine.orchestrator import RunOptions, run_ticket
 from tf_fsm.executors.base import Invocation, InvocationResult
-from tf_fsm.orchestrator import RunOptions, run_ticket
+from tf_fsm.fs.atomic import atomic_write_bytes, fsync_dir
+from tf_fsm.settings.load import settings_from_dict
 
 PHASES_PER_LIFECYCLE = 13
 # The writes pi-ticketflow's formats require of this lifecycle: per attempt review.md,

@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget
 
-from tf_fsm.tickets import new_ticket, scan
+from tf_fsm.tk.tickets import new_ticket, scan
 
 AGENT = Path(__file__).resolve().parent / "sleepy_agent.sh"
 LIMIT = 0.35

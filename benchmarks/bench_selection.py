@@ -43,14 +43,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget, median_seconds, ms
 
-from tf_fsm import _file_reader, machine, selection
-from tf_fsm._file_reader import read_file
-from tf_fsm.backlog import _parse_file
-from tf_fsm.config import settings_from_dict
-from tf_fsm.ralph import Loop, LoopOptions, Plan
-from tf_fsm.ralph_view import Reporter
-from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
-from tf_fsm.tickets import Backlog, new_ticket, scan
+from tf_fsm.core import machine
+from tf_fsm.core.state import EscalationRecord, finish_attempt, new_state, start_attempt
+from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+from tf_fsm.loop.view import Reporter
+from tf_fsm.settings.load import settings_from_dict
+from tf_fsm.tk import file_reader as _file_reader
+from tf_fsm.tk import selection
+from tf_fsm.tk.backlog import _parse_file
+from tf_fsm.tk.file_reader import read_file
+from tf_fsm.tk.tickets import Backlog, new_ticket, scan
 
 WORKERS = 4
 LIMIT_10K = 0.5

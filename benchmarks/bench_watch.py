@@ -36,8 +36,8 @@ from watchdog.observers import Observer
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget
 
-from tf_fsm.orchestrator import run_ticket
-from tf_fsm.watch import Watch
+from tf_fsm.engine.orchestrator import run_ticket
+from tf_fsm.watch.watcher import Watch
 
 TICKET = "---\nid: {id}\nstatus: open\ndeps: []\nlinks: []\ncreated: 2026-02-10T12:00:00Z\n"
 TICKET += "type: task\npriority: 2\ntags: []\n---\n# Benchmark ticket {id}\n\nDo it.\n"

@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from tf_fsm import machine, ralph
-from tf_fsm.config import settings_from_dict
-from tf_fsm.ralph import Loop, LoopOptions, Plan
-from tf_fsm.ralph_view import Reporter
-from tf_fsm.tickets import new_ticket
+from tf_fsm.core import machine
+from tf_fsm.loop import ralph
+from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+from tf_fsm.loop.view import Reporter
+from tf_fsm.settings.load import settings_from_dict
+from tf_fsm.tk.tickets import new_ticket
 
 COMPONENTS = ("component:api", "component:db", "component:ui")
 
@@ -136,9 +137,9 @@ def test_loop_does_not_read_tickets_that_could_not_start(
     [
         # dataclasses (it imports inspect), shutil (bz2, lzma), datetime and json: a third of
         # the start-up of `tickets ready`
-        (["tickets", "ready"], ("pydantic", "transitions", "tf_fsm.config", "dataclasses")),
-        (["tickets", "ready"], ("shutil", "datetime", "json", "tf_fsm.tickets")),
-        (["status"], ("pydantic", "transitions", "tf_fsm.config")),
+        (["tickets", "ready"], ("pydantic", "transitions", "tf_fsm.settings.load", "dataclasses")),
+        (["tickets", "ready"], ("shutil", "datetime", "json", "tf_fsm.tk.tickets")),
+        (["status"], ("pydantic", "transitions", "tf_fsm.settings.load")),
         (["--help"], ("pydantic", "transitions", "rich", "jinja2", "watchdog", "shutil", "json")),
     ],
 )
@@ -150,7 +151,7 @@ def test_cheap_commands_do_not_import_heavy_modules(
     write_backlog(project, 50, states=False)  # no ticket has run: status has no rows
     probe = (
         "import sys\n"
-        "from tf_fsm.cli import main\n"
+        "from tf_fsm.cli.main import main\n"
         "try:\n"
         f"    main({argv!r})\n"
         "except SystemExit:\n"

@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tests.test_selection import AWK_KEYS, awk_record, write_backlog
-from tf_fsm import _file_reader, backlog
-from tf_fsm.backlog import awk_view, scan
-from tf_fsm.tickets import new_ticket
+from tf_fsm.tk import backlog
+from tf_fsm.tk import file_reader as _file_reader
+from tf_fsm.tk.backlog import awk_view, scan
+from tf_fsm.tk.tickets import new_ticket
 
 # Lines that make the field read's corner cases: a key with and without ": " after it, a
 # second ": ", CRs, `---` lines in the body, names that only start like a key.
@@ -95,7 +96,7 @@ def test_tickets_tk_creates_take_the_one_match_read() -> None:
 _COMPARE = """
 import json, marshal, sys
 from pathlib import Path
-from tf_fsm import _file_reader as files, backlog
+from tf_fsm.tk import file_reader as files, backlog
 
 directory, mode = Path(sys.argv[1]), sys.argv[2]
 assert files._may_fork(), "this machine cannot fork a reader: the test proves nothing"
@@ -217,7 +218,7 @@ def test_files_are_taken_in_byte_order_as_tk_s_glob_takes_them(tmp_path: Path) -
 _FREEZE = """
 import gc, sys, weakref
 from pathlib import Path
-from tf_fsm import backlog
+from tf_fsm.tk import backlog
 
 backlog.FREEZE_MIN_FILES, backlog.FULL_COLLECTION_EVERY = 5, 3
 directory = Path(sys.argv[1])

@@ -15,10 +15,10 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.config import load_settings, settings_from_dict
+from tf_fsm.core.journal import JournalLineError, decode
 from tf_fsm.errors import SettingsError
-from tf_fsm.journal import JournalLineError, decode
-from tf_fsm.project import SETTINGS_RECORD_RELPATH
+from tf_fsm.settings.load import load_settings, settings_from_dict
+from tf_fsm.settings.project import SETTINGS_RECORD_RELPATH
 
 WriteSettings = Callable[[dict[str, Any]], Path]
 
@@ -221,7 +221,7 @@ def test_every_number_setting_has_an_upper_bound(key: str, bound: int) -> None:
 
 def test_every_number_field_of_the_schema_is_bounded() -> None:
     """A new number setting must get a bound, a row in BOUNDS and one in docs/settings.md."""
-    from tf_fsm.settings_schema import Settings
+    from tf_fsm.settings.schema import Settings
 
     numbers: dict[str, bool] = {}  # dotted key (gates as qualityGates.0) -> has an upper bound
 

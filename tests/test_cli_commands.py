@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.config import load_settings
-from tf_fsm.state import SEVERITIES
+from tf_fsm.core.state import SEVERITIES
+from tf_fsm.settings.load import load_settings
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 STRONG = "openai-codex/gpt-5.3-codex"
@@ -194,7 +194,7 @@ def test_status_without_tickets(project: Path) -> None:
 
 _STATUS_PROBE = """\
 import sys
-from tf_fsm.cli import main
+from tf_fsm.cli.main import main
 try:
     code = main(["status"])
 except SystemExit as exc:
@@ -249,7 +249,7 @@ def test_status_record_follows_the_knowledge_dir_and_survives_garbage(project: P
     lines = _status_probe(project)
     assert lines[-2:] == ["EXIT 0", "PYDANTIC True"], lines
     # A command that writes anyway (init's own check, run, ralph, watch) records it again.
-    from tf_fsm.config import load_settings
+    from tf_fsm.settings.load import load_settings
 
     load_settings(project, record=True)
     assert json.loads(record.read_text())["knowledgeDir"] == ".tf/knowledge"

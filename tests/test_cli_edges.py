@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.cli import EXIT_STDOUT_CLOSED, OUTCOME_CODES, build_parser
+from tf_fsm.cli.main import EXIT_STDOUT_CLOSED, OUTCOME_CODES, build_parser
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 REVIEWERS = "reviewer-general, reviewer-spec-audit, reviewer-second-opinion"
@@ -117,8 +117,8 @@ def test_a_broken_pipe_that_is_not_stdout_stays_an_internal_error(
     monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """Only a closed standard output is quiet: a pipe to some other process breaking is a bug."""
-    import tf_fsm._cli_parser as cli_parser
-    from tf_fsm.cli import main
+    import tf_fsm.cli.parser as cli_parser
+    from tf_fsm.cli.main import main
 
     def broken(args: argparse.Namespace) -> int:
         raise BrokenPipeError(32, "an agent's stdin")
@@ -342,7 +342,7 @@ def test_status_shows_every_ticket_when_one_state_file_is_corrupt(
 _WITH_ATEXIT = (
     "import atexit, sys\n"
     "atexit.register(lambda: print('teardown ran', file=sys.stderr))\n"
-    "from tf_fsm.cli import entry\n"
+    "from tf_fsm.cli.main import entry\n"
     "sys.argv = ['tf-fsm', *sys.argv[1:]]\n"
     "raise SystemExit(entry())\n"
 )

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA
-from tf_fsm.config import (
+from tf_fsm.errors import ProjectNotFoundError, SettingsError
+from tf_fsm.settings.load import (
     PACKAGE_DEFAULTS,
     ROLES,
     deep_merge,
@@ -16,7 +17,6 @@ from tf_fsm.config import (
     load_settings,
     settings_from_dict,
 )
-from tf_fsm.errors import ProjectNotFoundError, SettingsError
 
 PI = DATA / "pi-ticketflow"
 WriteSettings = Callable[[dict[str, Any]], Path]
@@ -350,7 +350,11 @@ def test_settings_record_vouches_only_for_the_same_bytes_and_tf_fsm_version(
     """The record `status` trusts (docs/settings.md): other bytes, or another tf_fsm version,
     are a miss, so the file is validated again."""
     import tf_fsm
-    from tf_fsm.project import SETTINGS_RECORD_RELPATH, nothing_run, record_checked_settings
+    from tf_fsm.settings.project import (
+        SETTINGS_RECORD_RELPATH,
+        nothing_run,
+        record_checked_settings,
+    )
 
     settings = tmp_path / ".tf" / "config" / "settings.json"
     settings.parent.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Quality-gate detection from pi-ticketflow markdown artifacts (tf_fsm.detection)."""
+"""Quality-gate detection from pi-ticketflow markdown artifacts (tf_fsm.core.detection)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tf_fsm.detection import (
+from tf_fsm.core.detection import (
     GateVerdict,
     blocking_counts,
     evaluate,
@@ -19,7 +19,7 @@ from tf_fsm.detection import (
     parse_post_fix_verification,
     parse_review,
 )
-from tf_fsm.state import SEVERITIES
+from tf_fsm.core.state import SEVERITIES
 
 CORPUS = Path(__file__).parent / "data" / "detection"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text("utf-8"))

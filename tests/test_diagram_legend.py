@@ -12,10 +12,11 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.test_diagrams import mermaid_edges
-from tf_fsm import diagrams, machine
-from tf_fsm import history as journal_history
-from tf_fsm import journal as ev
-from tf_fsm.demo import TICKET_TEXT
+from tf_fsm.cli.demo import TICKET_TEXT
+from tf_fsm.core import journal as ev
+from tf_fsm.core import machine
+from tf_fsm.views import diagrams
+from tf_fsm.views import history as journal_history
 
 STRONG = "openai-codex/gpt-5.3-codex"
 #: only the fixer has an escalation model: attempt 3 would escalate nothing more

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
-from tf_fsm import diagrams, machine
-from tf_fsm import history as journal_history
-from tf_fsm import journal as ev
-from tf_fsm.demo import TICKET_TEXT
+from tf_fsm.cli.demo import TICKET_TEXT
+from tf_fsm.core import journal as ev
+from tf_fsm.core import machine
+from tf_fsm.views import diagrams
+from tf_fsm.views import history as journal_history
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "diagrams"
@@ -133,7 +134,7 @@ def test_docs_show_the_generated_mermaid() -> None:
 
 def test_help_does_not_import_the_diagram_modules() -> None:
     code = (
-        "import sys; from tf_fsm.cli import main; main(['--help']); "
+        "import sys; from tf_fsm.cli.main import main; main(['--help']); "
         "print('\\nLOADED', 'transitions.extensions.diagrams' in sys.modules)"
     )
     out = subprocess.run(
@@ -253,7 +254,7 @@ def _tree(directory: Path) -> dict[str, str]:
 @pytest.fixture
 def blocked_then_closed(project: Path) -> Path:
     """demo-1 run by the scripted agent: attempt 1 blocks, attempt 2 (fixer escalated) closes."""
-    from tf_fsm.orchestrator import run_ticket
+    from tf_fsm.engine.orchestrator import run_ticket
 
     (project / ".tf/config/settings.json").write_text(json.dumps(SETTINGS), encoding="utf-8")
     (project / ".tickets").mkdir()

@@ -85,7 +85,7 @@ def test_an_unflushed_event_is_visible_at_once_and_durable_by_the_end_of_the_bat
 ) -> None:
     from datetime import UTC, datetime
 
-    from tf_fsm.journal import PhaseStarted, timestamp
+    from tf_fsm.core.journal import PhaseStarted, timestamp
 
     s = store(project)
     event = PhaseStarted(

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tf_fsm.config import LoadedSettings, settings_from_dict
-from tf_fsm.escalation import (
+from tf_fsm.core.escalation import (
     TIERED_CURVE,
     AttemptRecord,
     escalate_from,
@@ -19,7 +18,7 @@ from tf_fsm.escalation import (
     should_skip,
     tier_of,
 )
-from tf_fsm.state import (
+from tf_fsm.core.state import (
     EscalationRecord,
     RetryState,
     finish_attempt,
@@ -27,6 +26,7 @@ from tf_fsm.state import (
     reopen_attempt,
     start_attempt,
 )
+from tf_fsm.settings.load import LoadedSettings, settings_from_dict
 
 T0 = datetime(2026, 2, 10, tzinfo=UTC)
 META = {

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tf_fsm.detection import extract_findings, parse_review
+from tf_fsm.core.detection import extract_findings, parse_review
+from tf_fsm.core.state import SEVERITIES
 from tf_fsm.errors import ExecutorError, SettingsError, TfFsmError
 from tf_fsm.executors import Invocation, OutputMark
 from tf_fsm.executors.command import CommandExecutor
@@ -22,7 +23,6 @@ from tf_fsm.executors.scripted import (
     ScriptedExecutor,
     load_scenario,
 )
-from tf_fsm.state import SEVERITIES
 
 STRONG = "openai-codex/gpt-5.3-codex"
 BASE_FIXER = "zai/glm-5"
@@ -195,7 +195,7 @@ def test_invoke_formats_argv_sets_env_and_feeds_stdin(project: Path, dump_agent:
         str(inv.chain_context),
         "literal {braces}",
     ]
-    mark = seen["env"].pop("TF_FSM_OWNER")  # tf_fsm's own processes carry it (tf_fsm._strays)
+    mark = seen["env"].pop("TF_FSM_OWNER")  # every process tf_fsm starts carries it
     assert mark.startswith(f"{os.getpid()}.")
     assert seen["env"] == {
         "EXTRA": "kept",

@@ -12,11 +12,11 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.e2e.conftest import Harness
-from tf_fsm._process import tail
-from tf_fsm.config import QualityGate
-from tf_fsm.gates import GATE_OUTPUT_KEEP, run_gates
-from tf_fsm.prompts import INLINE_CAP, inline
-from tf_fsm.redact import Redactor
+from tf_fsm.engine.gates import GATE_OUTPUT_KEEP, run_gates
+from tf_fsm.engine.prompts import INLINE_CAP, inline
+from tf_fsm.process.door import tail
+from tf_fsm.settings.load import QualityGate
+from tf_fsm.storage.redact import Redactor
 
 SECRET = "Zq8vR3mK9pL2xW7nT4bY6cH1jF5gD0sAeU3iO8"  # 38 characters, in $MY_API_TOKEN
 GITHUB = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2Y"  # a provider-format key

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tf_fsm import journal
-from tf_fsm.journal import (
+from tf_fsm.core import journal
+from tf_fsm.core.journal import (
     AttemptFinished,
     AttemptStarted,
     Event,
@@ -200,7 +200,7 @@ def test_timestamps_from_now_validate() -> None:
 
 
 def test_usage_token_counts_stay_integers_and_cost_a_float() -> None:
-    from tf_fsm.journal import InvocationFinished, decode, encode
+    from tf_fsm.core.journal import InvocationFinished, decode, encode
 
     event = InvocationFinished(
         ts="2026-01-01T00:00:00.000Z", ticket="a", attempt=1, phase="review", role="r",

@@ -5,8 +5,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from tf_fsm.errors import TfFsmError
-from tf_fsm.machine import (
+from tf_fsm.core.machine import (
     BLOCKED,
     CLOSED,
     ERROR,
@@ -26,6 +25,7 @@ from tf_fsm.machine import (
     retries_left,
     state_of_attempt,
 )
+from tf_fsm.errors import TfFsmError
 
 
 def test_structure_is_valid() -> None:

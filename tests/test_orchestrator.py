@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.config import knowledge_dir, load_settings
-from tf_fsm.journal import InvocationFinished
-from tf_fsm.orchestrator import Outcome, RunOptions, run_ticket
-from tf_fsm.state import RetryState
-from tf_fsm.status import ticket_status
-from tf_fsm.store import TicketStore
-from tf_fsm.tickets import read
+from tf_fsm.core.journal import InvocationFinished
+from tf_fsm.core.state import RetryState
+from tf_fsm.engine.orchestrator import Outcome, RunOptions, run_ticket
+from tf_fsm.settings.load import knowledge_dir, load_settings
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.tk.tickets import read
+from tf_fsm.views.status import ticket_status
 
 TICKET = tk_ticket("pt-1", title="Add a depth limit", body="Body.")
 STRONG = "openai-codex/gpt-5.3-codex"
@@ -286,8 +286,8 @@ class PricedAgent:
 
 @pytest.mark.parametrize("budget", [1.0, 0.05])
 def test_the_plan_shows_the_budget_and_refuses_as_run_does(project: Path, budget: float) -> None:
-    from tf_fsm.orchestrator import QuietObserver, TicketRun
-    from tf_fsm.planning import plan
+    from tf_fsm.engine.orchestrator import QuietObserver, TicketRun
+    from tf_fsm.views.plan import plan
 
     setup(project, {"findings": []}, {"escalation": {"maxCostUsd": budget}})
     settings = load_settings(project)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tf_fsm.config import settings_from_dict
 from tf_fsm.errors import SettingsError
 from tf_fsm.executors.failures import backoff_delay, classify
 from tf_fsm.executors.presets import PRESETS
 from tf_fsm.executors.usage import AgentReport, Usage, parse_claude, parse_codex, parse_pi
+from tf_fsm.settings.load import settings_from_dict
 
 # -- argv --------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""tf_fsm._process: the one place tf_fsm starts a subprocess (real processes throughout)."""
+"""tf_fsm.process.door: the one place tf_fsm starts a subprocess (real processes throughout)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_fsm._process import TAIL_REDACT_MARGIN, run_process, tail
+from tf_fsm.process.door import TAIL_REDACT_MARGIN, run_process, tail
 
 PY = sys.executable
 
@@ -114,7 +114,7 @@ def test_env_is_passed_exactly(tmp_path: Path) -> None:
     assert seen["TF_TICKET_ID"] == "pt-1"
     assert seen["ONLY_THIS"] == "yes ✓"
     # Nothing is inherited when env is given (Python itself may add LC_CTYPE under C locale),
-    # and tf_fsm adds only the mark that tells its processes apart (tf_fsm._strays).
+    # and tf_fsm adds only the mark that tells its processes apart (tf_fsm.process.strays).
     assert set(seen) - set(env) <= {"LC_CTYPE", "TF_FSM_OWNER"}
     assert seen["TF_FSM_OWNER"].startswith(f"{os.getpid()}.")
 
@@ -181,9 +181,9 @@ def test_an_agent_dies_with_a_killed_tf_fsm(tmp_path: Path, how: str) -> None:
         f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
     )
     parent = (
-        "import sys; from pathlib import Path; from tf_fsm import _process; "
-        "print(_process._setpriv() is not None, flush=True); "
-        f"_process.run_process([sys.executable, '-c', {agent!r}], cwd=Path({str(tmp_path)!r}))"
+        "import sys; from pathlib import Path; from tf_fsm.process import door; "
+        "print(door._setpriv() is not None, flush=True); "
+        f"door.run_process([sys.executable, '-c', {agent!r}], cwd=Path({str(tmp_path)!r}))"
     )
     env = {**os.environ, "PATH": os.environ["PATH"] if how == "setpriv" else ""}
     proc = subprocess.Popen([PY, "-c", parent], env=env, stdout=subprocess.PIPE, text=True)

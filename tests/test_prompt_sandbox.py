@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.prompts import PromptLibrary, PromptTemplateError, _environment
+from tf_fsm.engine.prompts import PromptLibrary, PromptTemplateError, _environment
 
 FRONTMATTER = "---\nmodel:\nthinking:\n---\n"
 #: every command that renders prompts (`run` renders all of an attempt's before its first phase)

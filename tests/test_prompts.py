@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli
-from tf_fsm.prompts import (
+from tf_fsm.engine.prompts import (
     FENCE,
     PRIOR_FENCED_CAP,
     PromptLibrary,
@@ -25,7 +25,7 @@ from tf_fsm.prompts import (
     refence,
     split_frontmatter,
 )
-from tf_fsm.redact import Redactor
+from tf_fsm.storage.redact import Redactor
 
 GOLDEN = Path(__file__).parent / "data" / "prompts"
 STRONG = "openai-codex/gpt-5.3-codex"
@@ -315,7 +315,8 @@ def test_plan_writes_nothing_takes_no_lock_and_explains(project: Path) -> None:
     ticket_dir = project / ".tf/knowledge/tickets/pt-1"
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from tf_fsm.store import TicketStore\n"
+         "import sys, time; from pathlib import Path\n"
+         "from tf_fsm.storage.store import TicketStore\n"
          "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
          "    print('READY', flush=True); time.sleep(30)"],
         cwd=project, stdout=subprocess.PIPE, text=True,
@@ -383,9 +384,9 @@ def test_wheel_install_renders_every_template(tmp_path: Path) -> None:
     assert install.returncode == 0, install.stderr
     deps = [p for p in sys.path if p.endswith("site-packages")]
     script = (
-        "import tf_fsm.prompts as p, pathlib, sys\n"
+        "import tf_fsm.engine.prompts as p, pathlib, sys\n"
         "assert pathlib.Path(p.__file__).is_relative_to(sys.argv[1]), p.__file__\n"
-        "from tf_fsm.planning import render_example\n"
+        "from tf_fsm.views.plan import render_example\n"
         "for phase in ['research','implement','review','fix','verify','close']:\n"
         "    for attempt in (1, 3):\n"
         "        out = render_example(None, phase, None, attempt, None)\n"

@@ -20,12 +20,12 @@ import pytest
 
 from tests.conftest import run_cli, run_with_terminal_stderr
 from tests.e2e.conftest import alive
-from tf_fsm.ralph_progress import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
-from tf_fsm.ralph_worker import last_error, lock_holder, stop_server
-from tf_fsm.redact import Redactor
-from tf_fsm.state import EscalationRecord, finish_attempt, new_state, start_attempt
-from tf_fsm.store import TicketStore
-from tf_fsm.tickets import new_ticket
+from tf_fsm.core.state import EscalationRecord, finish_attempt, new_state, start_attempt
+from tf_fsm.loop.progress_file import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
+from tf_fsm.loop.worker import last_error, lock_holder, stop_server
+from tf_fsm.storage.redact import Redactor
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.tk.tickets import new_ticket
 
 AGENT = Path(__file__).resolve().parent / "fake_agent.py"
 STRONG = "openai-codex/gpt-5.3-codex"
@@ -420,9 +420,9 @@ def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
     is refused the lock (exit 75). Its outcome file must be its own; a shared name let the
     refused worker truncate, and its loop remove, the outcome line of the one still running,
     which was then reported FAILED and never retried."""
-    from tf_fsm.config import load_settings
-    from tf_fsm.ralph import Loop, LoopOptions, Plan
-    from tf_fsm.ralph_view import Reporter
+    from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+    from tf_fsm.loop.view import Reporter
+    from tf_fsm.settings.load import load_settings
 
     proj.ticket("pt-1", plan={"hang": [{"phase": "implement", "seconds": 1}]})
     for key, value in proj.env().items():
@@ -451,7 +451,7 @@ def _outcome_file_holder(logs: Path) -> tuple[subprocess.Popen[str], Path]:
     """A real process that took an outcome file as a loop does, and holds it."""
     code = (
         "import sys, time; from pathlib import Path; "
-        "from tf_fsm.ralph_worker import outcome_file; "
+        "from tf_fsm.loop.worker import outcome_file; "
         "print(outcome_file(Path(sys.argv[1]), 'pt-1')[1], flush=True); time.sleep(60)"
     )
     proc = subprocess.Popen(

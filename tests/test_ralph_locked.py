@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 HOLDER = """
 import sys, time
 from pathlib import Path
-from tf_fsm.store import TicketStore
+from tf_fsm.storage.store import TicketStore
 store = TicketStore(Path(sys.argv[1]), sys.argv[2])
 with store.lock(loop=sys.argv[3] or None):
     print("READY", flush=True)

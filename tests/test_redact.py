@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.test_redact_formats import FORMATS
-from tf_fsm.redact import MARKER, Redactor, redact
+from tf_fsm.storage.redact import MARKER, Redactor, redact
 
 # Built from pieces so that no complete fake credential sits in the source for scanners to flag.
 OPENAI = "sk-" + "abc123DEF456ghi789JKL012mno345PQR"

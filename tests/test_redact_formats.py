@@ -1,4 +1,4 @@
-"""Provider token formats the redactor recognises (tf_fsm/redact.py), format by format.
+"""Provider token formats the redactor recognises (tf_fsm/storage/redact.py), format by format.
 
 Every fake token is built here from a prefix and seeded random characters of the format's
 alphabet, so no complete credential sits in the source for scanners to flag. Each one must be
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tf_fsm.redact import MARKER, redact
+from tf_fsm.storage.redact import MARKER, redact
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import Harness

@@ -1,4 +1,4 @@
-"""The markdown tf_fsm writes itself (tf_fsm.reports), read back by tf_fsm.detection.
+"""The markdown tf_fsm writes itself (tf_fsm.core.reports), read back by tf_fsm.core.detection.
 
 Every writer here has a reader in detection.py; the tests render, parse back and compare, over
 tables of real-looking inputs and over random ones (hypothesis).
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tf_fsm.detection import (
+from tf_fsm.core.detection import (
     evaluate,
     extract_findings,
     parse_close_summary,
     parse_post_fix_verification,
     parse_review,
 )
-from tf_fsm.reports import (
+from tf_fsm.core.reports import (
     REVIEW_FILES,
     SEVERITY_HEADINGS,
     Finding,
@@ -31,7 +31,7 @@ from tf_fsm.reports import (
     render_review,
     zero_counts,
 )
-from tf_fsm.state import SEVERITIES
+from tf_fsm.core.state import SEVERITIES
 
 REVIEWERS = ("reviewer-general", "reviewer-spec-audit", "reviewer-second-opinion")
 
@@ -303,7 +303,7 @@ def test_merge_reviews_counts_are_the_sum_of_each_reviewers(
 def test_merge_reviews_is_fast_on_hostile_tag_text() -> None:
     """Regression: at 8ccc9d9 the tag regex backtracked exponentially on this text."""
     code = (
-        "from tf_fsm.reports import merge_reviews\n"
+        "from tf_fsm.core.reports import merge_reviews\n"
         "text = '## Major\\n- x *(' + 'reviewer-' * 40 + '!\\n'\n"
         "merge_reviews('pt-1', {'reviewer-general': text})\n"
     )

@@ -12,8 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.config import knowledge_dir, load_settings, settings_from_dict
-from tf_fsm.escalation import (
+from tf_fsm.core.escalation import (
     SameFailure,
     TriedAttempt,
     next_tier,
@@ -21,12 +20,13 @@ from tf_fsm.escalation import (
     same_failure,
     tier_models,
 )
-from tf_fsm.journal import SameFailureDetected
-from tf_fsm.orchestrator import RunOptions, run_ticket
-from tf_fsm.signature import failure_signature, finding_key, normalize
-from tf_fsm.state import RetryState
-from tf_fsm.status import ticket_status
-from tf_fsm.store import TicketStore
+from tf_fsm.core.journal import SameFailureDetected
+from tf_fsm.core.signature import failure_signature, finding_key, normalize
+from tf_fsm.core.state import RetryState
+from tf_fsm.engine.orchestrator import RunOptions, run_ticket
+from tf_fsm.settings.load import knowledge_dir, load_settings, settings_from_dict
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.views.status import ticket_status
 
 FAIL_ON = ["Critical", "Major"]
 

@@ -1,4 +1,4 @@
-"""Selection = `tk ready` (tf_fsm.selection over tf_fsm.tickets.scan).
+"""Selection = `tk ready` (tf_fsm.tk.selection over tf_fsm.tk.tickets.scan).
 
 tk is not installed here, so the oracle is a record-by-record transcription of what tk's awk
 programs do (`_AwkTk` below: one line at a time, `---` toggles, `FS=": "`, an exchange sort
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli
-from tf_fsm import selection
-from tf_fsm.tickets import ScanCache, format_list, new_ticket, parse, render, rewrite, scan
+from tf_fsm.tk import selection
+from tf_fsm.tk.tickets import ScanCache, format_list, new_ticket, parse, render, rewrite, scan
 
 # --- an independent oracle -------------------------------------------------------------------
 

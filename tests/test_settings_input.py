@@ -13,9 +13,9 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import run_cli
-from tf_fsm.config import Settings, load_settings
 from tf_fsm.errors import SettingsError
-from tf_fsm.project import SETTINGS_RECORD_RELPATH
+from tf_fsm.settings.load import Settings, load_settings
+from tf_fsm.settings.project import SETTINGS_RECORD_RELPATH
 
 WriteSettings = Callable[[dict[str, Any]], Path]
 

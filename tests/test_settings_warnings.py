@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import DATA, run_cli, tk_ticket
-from tf_fsm.config import settings_from_dict
+from tf_fsm.settings.load import settings_from_dict
 
 WriteSettings = Callable[[dict[str, Any]], Path]
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tf_fsm.state import (
+from tf_fsm.core.state import (
     SEVERITIES,
     EscalationRecord,
     RetryState,

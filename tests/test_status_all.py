@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tf_fsm.demo import SETTINGS, TICKET_TEXT
+from tf_fsm.cli.demo import SETTINGS, TICKET_TEXT
 
 
 def write_project(project: Path, max_retries: int = 3) -> None:

@@ -14,6 +14,14 @@ from typing import Any, cast
 
 import pytest
 
+from tf_fsm.core.journal import (
+    AttemptFinished,
+    AttemptStarted,
+    JournalTailDropped,
+    RetryStateReset,
+    encode,
+)
+from tf_fsm.core.state import RetryState
 from tf_fsm.errors import (
     CorruptStateError,
     InvalidArtifactNameError,
@@ -21,16 +29,8 @@ from tf_fsm.errors import (
     TicketLockedError,
     UnsafePathError,
 )
-from tf_fsm.journal import (
-    AttemptFinished,
-    AttemptStarted,
-    JournalTailDropped,
-    RetryStateReset,
-    encode,
-)
-from tf_fsm.redact import Redactor
-from tf_fsm.state import RetryState
-from tf_fsm.store import (
+from tf_fsm.storage.redact import Redactor
+from tf_fsm.storage.store import (
     TicketStore,
     atomic_write_bytes,
     atomic_write_json,
@@ -483,7 +483,7 @@ def test_artifacts_are_redacted_and_read_leniently(store: TicketStore) -> None:
 _HOLDER = """
 import sys
 from pathlib import Path
-from tf_fsm.store import TicketStore
+from tf_fsm.storage.store import TicketStore
 
 store = TicketStore(Path(sys.argv[1]), sys.argv[2])
 with store.lock("test holder"):

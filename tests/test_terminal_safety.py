@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli, run_with_terminal_stderr
-from tf_fsm._terminal import terminal_safe
+from tf_fsm.views.terminal import terminal_safe
 
 #: sets the terminal's title, then clears the screen
 TITLE = "\x1b]0;pwned\x07\x1b[2J Add a parser"

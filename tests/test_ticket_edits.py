@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import run_cli
-from tf_fsm.config import knowledge_dir, load_settings
-from tf_fsm.orchestrator import RunOptions, run_ticket
-from tf_fsm.store import TicketStore
-from tf_fsm.tickets import parse, read, rewrite, scan, with_field, with_note
+from tf_fsm.engine.orchestrator import RunOptions, run_ticket
+from tf_fsm.settings.load import knowledge_dir, load_settings
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.tk.tickets import parse, read, rewrite, scan, with_field, with_note
 
 NOW = datetime(2026, 2, 10, 12, 34, 56, tzinfo=UTC)
 STAMP = "2026-02-10T12:34:56Z"

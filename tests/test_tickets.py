@@ -1,4 +1,4 @@
-"""The tk ticket format (tf_fsm.tickets): reading `.tickets/<id>.md` and editing it in place.
+"""The tk ticket format (tf_fsm.tk.tickets): reading `.tickets/<id>.md` and editing it in place.
 
 `tk` itself is not installed here, so tf_fsm is checked against tk's documented rules, run
 for real where a real tool exists:
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tf_fsm.errors import TicketError
-from tf_fsm.tickets import Ticket, parse, read, tickets_dir, with_field, with_note
+from tf_fsm.tk.tickets import Ticket, parse, read, tickets_dir, with_field, with_note
 
 # What `tk create "Add a depth limit to the parser" -t feature -p 1 -a "Jane Doe"
 # --tags api,parser -d "..." --design "..."` writes (tk's cmd_create, byte for byte).

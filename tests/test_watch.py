@@ -1,4 +1,4 @@
-"""`tf_fsm.watch` in-process: real inotify events on real files, real runs, no mocks.
+"""`tf_fsm.watch.watcher` in-process: real inotify events on real files, real runs, no mocks.
 
 The watch runs in a thread of the test process; the test plays the other side (a person, an
 agent, another tf-fsm process). Waits poll generously; assertions are about order and facts.
@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import tk_ticket
+from tf_fsm.engine.orchestrator import QuietObserver, run_ticket
 from tf_fsm.errors import TicketLockedError
-from tf_fsm.orchestrator import QuietObserver, run_ticket
-from tf_fsm.store import TicketStore
-from tf_fsm.watch import Watch, awaiting, own_file
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.watch.watcher import Watch, awaiting, own_file
 
 AGENT = Path(__file__).resolve().parent / "fake_agent.py"
 WAIT = 30.0
@@ -248,7 +248,7 @@ def test_a_ticket_locked_by_another_process_is_retried_not_dropped(
     holder = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, time, pathlib\n"
-            "from tf_fsm.store import TicketStore\n"
+            "from tf_fsm.storage.store import TicketStore\n"
             "with TicketStore(pathlib.Path(sys.argv[1]), 'pt-1').lock():\n"
             "    print('locked', flush=True)\n"
             "    while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"

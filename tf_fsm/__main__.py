@@ -1,3 +1,3 @@
-from tf_fsm.cli import entry
+from tf_fsm.cli.main import entry
 
 raise SystemExit(entry())

@@ -2,7 +2,7 @@
 
 `git clean`, an agent or a person may delete `<ticket>/.lock` (with its owner note, or the
 whole ticket directory) while a run holds it. The lock is also a kernel object that no file
-operation removes (tf_fsm._ticket_lock), so agents are never run twice, events never doubled,
+operation removes (tf_fsm.storage.lock), so agents are never run twice, events never doubled,
 and the ticket gets one close note.
 """
 

@@ -27,7 +27,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.e2e.conftest import alive, frontmatter
-from tf_fsm.tickets import new_ticket
+from tf_fsm.tk.tickets import new_ticket
 
 AGENT = Path(__file__).resolve().parent.parent / "fake_agent.py"
 STRONG = "openai-codex/gpt-5.3-codex"

@@ -116,7 +116,7 @@ LOCK_HOLDER = textwrap.dedent(
     """
     import time
     from pathlib import Path
-    from tf_fsm.store import TicketStore
+    from tf_fsm.storage.store import TicketStore
 
     store = TicketStore(Path(".tf/knowledge"), "pt-1")
     with store.lock():

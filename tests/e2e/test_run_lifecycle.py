@@ -175,9 +175,9 @@ def test_blocked_then_closed_after_escalation(e2e: Harness) -> None:
 
 
 def test_blocked_until_the_retry_cap(e2e: Harness) -> None:
-    from tf_fsm.config import load_settings
-    from tf_fsm.escalation import should_skip
-    from tf_fsm.state import RetryState
+    from tf_fsm.core.escalation import should_skip
+    from tf_fsm.core.state import RetryState
+    from tf_fsm.settings.load import load_settings
 
     e2e.plan(findings=[finding("f1", [])])  # nobody can fix it
     result = e2e.run()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tf_fsm.config import LoadedSettings
 from tf_fsm.executors.base import Executor, ExecutorError, Invocation, InvocationResult, OutputMark
+from tf_fsm.settings.load import LoadedSettings
 
 __all__ = [
     "Executor",

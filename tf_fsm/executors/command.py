@@ -15,12 +15,12 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tf_fsm._process import run_process, tail
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
 from tf_fsm.executors.failures import TIMEOUT, classify
 from tf_fsm.executors.presets import Preset
 from tf_fsm.executors.usage import AgentReport
-from tf_fsm.redact import Redactor
+from tf_fsm.process.door import run_process, tail
+from tf_fsm.storage.redact import Redactor
 
 
 class CommandExecutor:

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tf_fsm._json_input import load_json
+from tf_fsm.core.reports import Finding, render_review
+from tf_fsm.core.state import SEVERITIES
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
-from tf_fsm.reports import Finding, render_review
-from tf_fsm.state import SEVERITIES
-from tf_fsm.store import atomic_write_json, atomic_write_text
+from tf_fsm.storage.store import atomic_write_json, atomic_write_text
 
 MEMORY_FILE = "scripted-agent.json"
 

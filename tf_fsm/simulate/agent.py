@@ -15,13 +15,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from tf_fsm.config import REVIEWER_ROLES
+from tf_fsm.core.reports import Finding, render_review
+from tf_fsm.core.state import SEVERITIES
 from tf_fsm.executors.base import Invocation, InvocationResult
 from tf_fsm.executors.usage import Usage
-from tf_fsm.reports import Finding, render_review
+from tf_fsm.settings.load import REVIEWER_ROLES
 from tf_fsm.simulate.profile import Profile
-from tf_fsm.state import SEVERITIES
-from tf_fsm.store import atomic_write_text
+from tf_fsm.storage.store import atomic_write_text
 
 
 def draw(seed: int, *key: object) -> float:

@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tf_fsm.config import ESCALATION_KEYS, ROLES, knowledge_dir, load_settings
-from tf_fsm.orchestrator import RunOptions, run_ticket
+from tf_fsm.engine.orchestrator import RunOptions, run_ticket
+from tf_fsm.settings.load import ESCALATION_KEYS, ROLES, knowledge_dir, load_settings
 from tf_fsm.simulate.agent import SimulatedAgent, backlog, closable
 from tf_fsm.simulate.profile import Profile
-from tf_fsm.store import TicketStore
+from tf_fsm.storage.store import TicketStore
 
 POLICIES: dict[str, str] = {
     "a": "blind re-runs, base models",

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tf_fsm._json_input import load_json
-from tf_fsm.config import ESCALATION_KEYS, ROLES
+from tf_fsm.core.state import SEVERITIES
 from tf_fsm.errors import SettingsError, SettingsProblem
-from tf_fsm.state import SEVERITIES
+from tf_fsm.settings.load import ESCALATION_KEYS, ROLES
 
 Probability = Field(ge=0.0, le=1.0)
 

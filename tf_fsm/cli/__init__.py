@@ -1,0 +1,2 @@
+"""The command line: the argument parser, the commands, and the one place errors become exit
+codes."""

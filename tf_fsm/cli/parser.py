@@ -1,0 +1,384 @@
+"""The `tf-fsm` argument parser: every command, option and help text, and the exit codes
+each command documents. Built when `main` runs; the commands live in tf_fsm.cli.main (set-up and
+runs), tf_fsm.cli.query (read-only queries) and tf_fsm.cli.tools."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tf_fsm import __version__
+from tf_fsm.cli.main import cmd_init, cmd_resume, cmd_run
+from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
+from tf_fsm.cli.tools import (
+    _positive,
+    cmd_demo,
+    cmd_diagram,
+    cmd_doctor,
+    cmd_ralph,
+    cmd_simulate,
+    cmd_watch,
+)
+
+EPILOG = """\
+exit codes:
+  0   success (run: the ticket is closed)
+  1   unexpected internal error (traceback with --verbose)
+  2   bad input: usage, settings file, ticket id, missing project or ticket,
+      missing agent program, corrupt state file (left untouched), a prompt template
+      the sandbox refuses, a symlink that would lead a write out of the project
+  3   run: blocked by the quality gate, retries left
+  4   run: blocked, retries exhausted, the ticket's budget spent, or the same
+      failure repeated (same-failure; later runs are refused before any agent runs)
+  5   run: a phase failed; the attempt is in error and resumable with `run` again
+  6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
+  74  the disk refused a write: full, read-only or not permitted (names the file)
+  75  the ticket is being run by another process (ralph: every ready ticket was, so
+      nothing ran)
+  130 interrupted (Ctrl-C; run, resume, ralph and watch also on SIGTERM): resumable
+  141 standard output was closed early (e.g. piped into `head`); the rest of the output
+      is dropped quietly
+"""
+
+TICKETS_EPILOG = """\
+exit codes:
+  0   printed (an empty list is not an error)
+  2   bad input: no project found, --root not a directory, show: no ticket matches (or
+      several do)
+  141 standard output was closed early (e.g. piped into `head`)
+"""
+RALPH_EPILOG = """\
+exit codes:
+  0    the loop ended normally: nothing left to run (every ready ticket closed,
+       blocked for good, in error or locked; the summary says which) or
+       --max-iterations runs started
+  1    unexpected internal error (traceback with --verbose)
+  2    bad input: usage, settings file, missing agent program, no project found
+  130  interrupted (Ctrl-C or SIGTERM); running tickets stop and stay resumable
+"""
+
+SIMULATE_EPILOG = """\
+runs a simulated backlog through the real orchestrator once per policy, with an in-process
+agent whose outcomes are drawn from the profile (seeded: the same seed gives the same table);
+see docs/simulate.md
+
+exit codes:
+  0   done (the table printed; the done-when criteria are printed, not enforced)
+  1   unexpected internal error (traceback with --verbose)
+  2   bad input: usage, an unknown policy, a chart path not ending in .svg, a profile file
+      that is missing or invalid (named with the key)
+"""
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with the width found without shutil: argparse builds a formatter for every
+    argument added, and shutil (which loads bz2 and lzma) was a tenth of the start-up of a
+    command as quick as `tf-fsm tickets ready`."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_columns() - 2)
+
+
+def _columns() -> int:
+    """shutil.get_terminal_size's columns: $COLUMNS when positive, else the terminal's, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns if stdout else 0) or 80
+    except (ValueError, OSError):
+        return 80
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tf-fsm",
+        description="Drive AI coding agents over a tk ticket backlog: research -> implement -> "
+        "review -> fix -> verify -> close, with quality gates and tiered model escalation.",
+        epilog=EPILOG,
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tf-fsm {__version__}")
+    root_help = "project root (default: $TF_FSM_ROOT, else walk up to .tf/ or .tickets/)"
+    verbose_help = "tracebacks for internal errors"
+    parser.add_argument("--root", help=root_help)
+    parser.add_argument("--verbose", action="store_true", help=verbose_help)
+    # The same options after the subcommand too; SUPPRESS keeps a value given before it.
+    common = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
+    common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
+    common.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=EPILOG,
+            parents=[common],
+            formatter_class=_Formatter,
+        )
+
+    p = add("settings", "validate .tf/config/settings.json and show each role's model per attempt")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_settings)
+
+    p = add("init", "write a default .tf/config/settings.json and create .tickets/")
+    p.set_defaults(func=cmd_init)
+
+    p = add("run", "drive one ticket through its lifecycle")
+    p.add_argument("ticket")
+    p.add_argument("--once", action="store_true", help="run one attempt only, even if it blocks")
+    p.add_argument(
+        "--retry-reset",
+        action="store_true",
+        help="move retry-state.json aside (.bak.<UTC time>) and start at attempt 1",
+    )
+    p.add_argument(
+        "--no-research",
+        dest="research",
+        action="store_const",
+        const=False,
+        help="skip the research phase (the last of --no-research/--with-research wins)",
+    )
+    p.add_argument(
+        "--with-research",
+        dest="research",
+        action="store_const",
+        const=True,
+        help="run research even when disabled or on a retry",
+    )
+    p.add_argument(
+        "--auto",
+        "--no-clarify",
+        dest="auto",
+        action="store_true",
+        help="headless: recorded in chain-context.json for the prompts",
+    )
+    p.add_argument(
+        "--create-followups",
+        action="store_true",
+        help="ask the closer for follow-up tickets (followups.md)",
+    )
+    p.add_argument("--simplify-tickets", action="store_true", help="recorded for the closer")
+    p.add_argument("--final-review-loop", action="store_true", help="recorded for the closer")
+    p.add_argument(
+        "--plan",
+        "--dry-run",
+        dest="plan",
+        action="store_true",
+        help="print what would run (attempt, phases, models and their source, "
+        "templates, prompt sizes) without running, locking or writing anything",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the outcome (or, with --plan, the plan) as JSON on stdout",
+    )
+    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock
+    p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_run, research=None)
+
+    p = add("resume", "continue a ticket's attempt that is in progress or in error")
+    p.add_argument("ticket")
+    p.add_argument(
+        "--plan",
+        "--dry-run",
+        dest="plan",
+        action="store_true",
+        help="say which phase would run next and why, without running anything",
+    )
+    p.add_argument("--json", action="store_true", help="the outcome (or plan) as JSON")
+    p.set_defaults(
+        func=cmd_resume,
+        research=None,
+        once=False,
+        retry_reset=False,
+        auto=False,
+        create_followups=False,
+        simplify_tickets=False,
+        final_review_loop=False,
+        ralph=None,
+    )
+
+    p = add("prompts", "list the prompt templates each phase uses, or render one")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument(
+        "phase", nargs="?", choices=["research", "implement", "review", "fix", "verify", "close"]
+    )
+    p.add_argument(
+        "--role",
+        help="a role the phase uses: a reviewer role for review and verify (default "
+        "reviewer-general), else the phase's one role",
+    )
+    p.add_argument(
+        "--attempt",
+        type=_positive,
+        help="render as this attempt, 1 or more (default 1; with --ticket, its next attempt, "
+        "and only a later one when none would run)",
+    )
+    p.add_argument(
+        "--ticket",
+        help="render with this ticket's real context (as `run --plan` would); exit 2 when no "
+        "attempt would run and no --attempt is given",
+    )
+    p.add_argument("--json", action="store_true", help="list: one JSON object per line")
+    p.set_defaults(func=cmd_prompts)
+
+    p = add("status", "state, attempt, blocked attempts, escalation and next step of tickets")
+    p.add_argument(
+        "tickets", nargs="*", metavar="TICKET", help="these tickets (default: every ticket run)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="the whole backlog: every ticket in .tickets/ in tk's order (priority, then id), "
+        "those never run too, then tickets with state but no ticket file",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per ticket per line")
+    p.set_defaults(func=cmd_status)
+
+    p = add("gate", "the quality-gate verdict from a ticket's artifacts as they are on disk")
+    p.add_argument("tickets", nargs="+", metavar="TICKET")
+    p.add_argument("--json", action="store_true", help="one JSON object per ticket per line")
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="run the workflow.qualityGates commands now, outside a lifecycle; "
+        "exit 3 when a required gate fails, 2 when a gate cannot start (program or cwd missing)",
+    )
+    p.set_defaults(func=cmd_gate)
+
+    p = sub.add_parser(
+        "tickets",
+        help="what tk ready | blocked | show would print: the backlog as the loop sees it",
+        description="print what `tk ready`, `tk blocked` or `tk show ID` print (docs/ralph.md)",
+        epilog=TICKETS_EPILOG,
+        parents=[common],
+        formatter_class=_Formatter,
+    )
+    p.add_argument("action", choices=["ready", "blocked", "show"])
+    p.add_argument("ticket", nargs="?", metavar="TICKET", help="show: a ticket id (or part of one)")
+    p.add_argument("-a", "--assignee", help="ready/blocked: only this assignee (exact)")
+    p.add_argument("-T", "--tag", help="ready/blocked: only tickets with this tag")
+    p.set_defaults(func=cmd_tickets, teardown=False)  # read-only: see cli._end_process
+
+    p = sub.add_parser(
+        "ralph",
+        help="the backlog loop: run ready tickets until none is left (docs/ralph.md)",
+        description="Run ready tk tickets one attempt at a time (N at once), retrying blocked\n"
+        "ones later with escalated models, until nothing is left to run, --max-iterations\n"
+        "runs have started, or Ctrl-C. Progress goes to .tf/ralph/progress.md.",
+        epilog=RALPH_EPILOG,
+        parents=[common],
+        formatter_class=_Formatter,
+    )
+    p.add_argument(
+        "--workers", type=_positive, help="tickets at once (default ralph.parallelWorkers)"
+    )
+    p.add_argument(
+        "--max-iterations",
+        type=_positive,
+        help="stop after starting this many runs (default ralph.maxIterations)",
+    )
+    p.add_argument(
+        "--resume-errors",
+        action="store_true",
+        help="resume tickets whose last attempt ended in error (once each per loop)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would run now, in order, with attempt and escalated roles",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    p.add_argument("-a", "--assignee", help="only tickets with this assignee (as tk ready -a)")
+    p.add_argument("-T", "--tag", help="only tickets with this tag (as tk ready -T)")
+    p.set_defaults(func=cmd_ralph)
+
+    p = add("watch", "resume hand-off and errored tickets when their files arrive (docs/watch.md)")
+    p.epilog = """\
+without TICKET: every ticket waiting for a hand-off artifact or in error, and tickets that
+start waiting later; Ctrl-C (or SIGTERM) stops, leaving every ticket resumable
+
+exit codes:
+  0    --once: no watched ticket is waiting or in error any more
+  1    unexpected internal error (traceback with --verbose)
+  2    bad input: usage, ticket id, missing ticket, settings file, no project found
+  130  interrupted (Ctrl-C or SIGTERM)
+"""
+    p.add_argument("tickets", nargs="*", metavar="TICKET")
+    p.add_argument(
+        "--once", action="store_true", help="exit when no watched ticket waits or is in error"
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per log line")
+    p.set_defaults(func=cmd_watch)
+
+    p = add("doctor", "check the agent CLI: installed, version, command lines, unmapped settings")
+    p.epilog = """\
+exit codes:
+  0   the agent CLI is installed and every setting maps onto it (or the executor
+      kind runs no CLI)
+  1   unexpected internal error (traceback with --verbose)
+  2   not ready: no preset or command, the program is not found, `--version` fails,
+      or bad settings
+  3   installed, but a setting cannot be mapped (named); phases would run without it
+"""
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_doctor)
+
+    p = add("simulate", "compare retry policies on a simulated backlog (cost vs tickets closed)")
+    p.epilog = SIMULATE_EPILOG
+    p.add_argument("--tickets", type=_positive, help="backlog size (default: the profile's, 500)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--profile", help="a profile file, JSON or .toml (default: the bundled one)")
+    p.add_argument(
+        "--policy", default="a,b,c,d", help="comma-separated policies a,b,c,d,e (default a,b,c,d)"
+    )
+    p.add_argument("--chart", help="write the cost/closed chart as SVG to this path")
+    p.add_argument("--no-budget", action="store_true", help="skip the budget run")
+    p.add_argument("--jobs", type=_positive, default=1, help="run policies in N processes")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.set_defaults(func=cmd_simulate)
+
+    p = add("demo", "run a sample ticket with the bundled offline agent in a throwaway project")
+    p.add_argument("--dir", help="create the demo project here (default: a new temp dir)")
+    p.set_defaults(func=cmd_demo)
+
+    p = add("diagram", "state diagrams generated from the lifecycle machine, or a ticket's path")
+    p.epilog = """\
+writes diagrams/ticket-lifecycle.mmd, .md and .dot under the current directory (run it from
+the repository root), or with --ticket ID <ticket dir>/lifecycle.mmd; see docs/diagrams.md
+
+exit codes:
+  0   written; --check: up to date
+  1   --check: a committed diagram is missing or stale (named on stderr): regenerate with
+      `tf-fsm diagram` and commit; also an unexpected internal error
+  2   bad input: usage, ticket id, a ticket never run, corrupt state file, or --format svg|png
+      without Graphviz's `dot` (the message says how to install it)
+"""
+    p.add_argument(
+        "--format",
+        choices=("mermaid", "markdown", "dot", "svg", "png"),
+        help="one format only (default: mermaid, markdown and dot for the lifecycle; mermaid "
+        "for --ticket); svg and png need Graphviz's `dot`",
+    )
+    p.add_argument("--ticket", metavar="ID", help="draw this ticket's path from its journal")
+    p.add_argument(
+        "--ralph",
+        action="store_true",
+        help="one picture of the backlog: how many tickets took each edge "
+        "(default output .tf/ralph/lifecycle.mmd)",
+    )
+    p.add_argument("-o", "--output", metavar="PATH", help="write here instead; - for stdout")
+    p.add_argument("--dir", default="diagrams", help="lifecycle output dir (default: diagrams)")
+    p.add_argument("--check", action="store_true", help="fail if the committed files are stale")
+    p.set_defaults(func=cmd_diagram)
+    return parser

@@ -1,0 +1,384 @@
+"""Read the quality-gate facts out of the markdown artifacts agents write (pi-ticketflow format).
+
+Agents write `review.md`, `post-fix-verification.md` and `close-summary.md` freely, so the
+parsers are tolerant (bold, emoji, tables, parentheticals, CRLF) and never raise: a file they
+cannot read yields "unknown"/zero counts plus a note, and `evaluate` explains its verdict in one
+sentence. This module holds what the artifacts mean (the parsers and the verdict); the
+markdown-level lexing they share lives in tf_fsm.core.markdown. Everything here is pure: text in,
+values out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from tf_fsm.core.markdown import (
+    content_lines,
+    counts_in,
+    findings_in,
+    parse_heading,
+    plain,
+    table_cells,
+    title_severity,
+)
+from tf_fsm.settings.severity import SEVERITIES, normalize_severity
+
+__all__ = [
+    "CloseStatus",
+    "GateVerdict",
+    "PostFixResult",
+    "ReviewCounts",
+    "blocking_counts",
+    "evaluate",
+    "extract_findings",
+    "normalize_severity",
+    "parse_close_summary",
+    "parse_post_fix_verification",
+    "parse_review",
+    "uncountable_review",
+]
+
+Status = Literal["blocked", "closed", "unknown"]
+
+_STATS_TITLE = re.compile(r"\bstat(?:istic)?s\b", re.IGNORECASE)
+_BOLD_ONLY = re.compile(r"^\s*(\*\*|__)(?P<title>.+?)\1\s*(?:\([^)]*\))?\s*:?\s*$")
+_STATUS_TITLE = re.compile(r"[\W_]*status[\W_]*", re.IGNORECASE)
+_STATUS_LINE = re.compile(
+    r"^[\W_]*(?:(?:final|ticket|close|closure)\s+)?status\s*:\s*(.*)$", re.IGNORECASE
+)
+_WORD = re.compile(r"(?<!\w)[A-Za-z]+(?!\w)")
+_POST_FIX = re.compile(r"\bpost[\s-]*fix", re.IGNORECASE)
+_FIX = re.compile(r"\bfix(?:es|ed)?\b", re.IGNORECASE)
+_POST_FIX_COUNTS = re.compile(r"\bpost[\s-]*fix\s+counts?\b", re.IGNORECASE)
+_VERDICT_LINE = re.compile(
+    r"^[\W_]*(?:status|result)\s*:\s*[\W_]*(pass(?:ed)?|fail(?:ed)?|blocked)(?!\w)", re.IGNORECASE
+)
+_LIST_SPLIT = re.compile(r"[\s,;]+")
+_CLOSED = frozenset({"closed", "complete", "completed"})
+
+
+def _full(counts: Mapping[str, int]) -> dict[str, int]:
+    return {s: max(0, int(counts.get(s, 0))) for s in SEVERITIES}
+
+
+@dataclass(frozen=True)
+class CloseStatus:
+    """The closer's verdict: `word` as written ("COMPLETE"), counts if it lists any."""
+
+    status: Status
+    word: str | None
+    counts: dict[str, int] | None
+
+
+def _status_from(value: str) -> tuple[Status, str | None]:
+    m = _WORD.search(plain(value))
+    key = m.group(0).lower() if m else ""
+    status: Status = "blocked" if key == "blocked" else "closed" if key in _CLOSED else "unknown"
+    return status, m.group(0) if m else None
+
+
+def _close_counts(lines: list[str]) -> dict[str, int] | None:
+    # Counts under pre-fix / fixes-applied headings are not what remains; post-fix ones are.
+    post: dict[str, int] = {}
+    general: dict[str, int] = {}
+    kind = "general"
+    segment: list[str] = []
+    for line in [*lines, "#"]:  # the sentinel heading flushes the last segment
+        heading = parse_heading(line)
+        if heading is None:
+            segment.append(line)
+            continue
+        target = post if kind == "post" else general if kind == "general" else {}
+        for severity, n in counts_in(segment).items():
+            target.setdefault(severity, n)
+        segment = []
+        title = heading[1]
+        kind = "post" if _POST_FIX.search(title) else "skip" if _FIX.search(title) else "general"
+    if not post and not general:
+        return None
+    return _full({s: post.get(s, general.get(s, 0)) for s in SEVERITIES})
+
+
+def parse_close_summary(text: str) -> CloseStatus:
+    """Status from the first `Status:` line or line under a `## Status` heading, in document
+    order; counts per severity from post-fix sections first, never from fixes-applied ones."""
+    lines = content_lines(text)
+    found: tuple[Status, str | None] | None = None
+    awaiting = False  # right after a `## Status` heading (or a bare `Status:` line)
+    for line in lines:
+        if not line.strip():
+            continue
+        heading = parse_heading(line)
+        inline = _STATUS_LINE.match(plain(line))
+        cells = table_cells(line)
+        if inline and inline.group(1).strip():
+            found = _status_from(inline.group(1))
+        elif cells and len(cells) >= 2 and cells[0].lower() == "status" and cells[1]:
+            found = _status_from(cells[1])
+        elif heading is not None:
+            awaiting = heading[0] <= 3 and _STATUS_TITLE.fullmatch(plain(heading[1])) is not None
+            continue
+        elif inline:
+            awaiting = True
+            continue
+        elif awaiting:
+            found = _status_from(line)
+        if found is not None:
+            break
+    status, word = found or ("unknown", None)
+    return CloseStatus(status=status, word=word, counts=_close_counts(lines))
+
+
+@dataclass(frozen=True)
+class ReviewCounts:
+    """Counts per severity (statistics win over listed findings) and where they came from."""
+
+    counts: dict[str, int]
+    source: Literal["statistics", "sections", "mixed", "none"]
+    notes: tuple[str, ...]
+
+
+def _review_sections(text: str) -> tuple[list[str], str, list[tuple[str, list[str]]]]:
+    """The statistics section's lines and title, and each severity section's lines."""
+    stats_lines: list[str] = []
+    stats_title = ""
+    sections: list[tuple[str, list[str]]] = []
+    # (kind, level): kind is "stats" or a severity; level 7 marks a bold-only pseudo-heading.
+    current: tuple[str, int] | None = None
+    for line in content_lines(text):
+        heading = parse_heading(line)
+        if heading is not None:
+            level, title = heading
+            severity = title_severity(title)
+            if severity:
+                current = (severity, level)
+                sections.append((severity, []))
+            elif _STATS_TITLE.search(title):
+                current = ("stats", level)
+                stats_title = stats_title or plain(title)
+            elif current is None or level <= current[1] or current[1] == 7:
+                current = None
+            continue
+        # Pseudo-headings are short; the length cap keeps the lazy bold pattern cheap.
+        bold = _BOLD_ONLY.match(line) if len(line) < 300 else None
+        if bold:
+            severity = title_severity(bold.group("title"))
+            if severity:
+                current = (severity, 7)
+                sections.append((severity, []))
+                continue
+            if current is not None and current[1] == 7:  # bold pseudo-headings are flat
+                current = None
+                continue
+        if current is None:
+            continue
+        if current[0] == "stats":
+            stats_lines.append(line)
+        else:
+            sections[-1][1].append(line)
+
+    return stats_lines, stats_title, sections
+
+
+def extract_findings(text: str) -> dict[str, list[str]]:
+    """The findings listed under each severity heading, in file order (texts, not counts)."""
+    out: dict[str, list[str]] = {}
+    for severity, body in _review_sections(text)[2]:
+        out.setdefault(severity, []).extend(findings_in(body))
+    return out
+
+
+def parse_review(text: str) -> ReviewCounts:
+    """Statistics section values, else the top-level findings under each severity heading."""
+    stats_lines, stats_title, sections = _review_sections(text)
+    stats = counts_in(stats_lines)
+    listed: dict[str, int] = {}
+    for severity, body in sections:
+        listed[severity] = listed.get(severity, 0) + len(findings_in(body))
+    notes = []
+    for severity in SEVERITIES:
+        if severity in stats and severity in listed and stats[severity] != listed[severity]:
+            n = listed[severity]
+            are = "finding is" if n == 1 else "findings are"
+            notes.append(
+                f"{stats_title} says {severity}: {stats[severity]} but {n} {are} listed under "
+                f"{severity}; the statistics win"
+            )
+    from_sections = [s for s in SEVERITIES if s not in stats and s in listed]
+    source: Literal["statistics", "sections", "mixed", "none"]
+    if stats:
+        source = "mixed" if from_sections else "statistics"
+    else:
+        source = "sections" if listed else "none"
+    if source == "mixed":
+        names = ", ".join(from_sections)
+        notes.append(f"{stats_title} gives no count for {names}; the listed findings are used")
+    return ReviewCounts(_full({**listed, **stats}), source, tuple(notes))
+
+
+def uncountable_review(text: str, name: str) -> str | None:
+    """Why a reviewer's file cannot be counted (neither statistics nor a severity section: an
+    error message, a truncated answer), or None. During a run such a file fails its phase
+    instead of passing the gate as zero findings."""
+    if parse_review(text).source != "none":
+        return None
+    what = "is empty" if not text.strip() else "has no severity sections and no Summary Statistics"
+    return f"the agent's {name} {what}, so its findings cannot be counted"
+
+
+@dataclass(frozen=True)
+class PostFixResult:
+    """The Post-Fix Counts section (None if absent) and the file's own PASS/FAIL."""
+
+    counts: dict[str, int] | None
+    passed: bool | None
+
+
+def parse_post_fix_verification(text: str) -> PostFixResult:
+    lines = content_lines(text)
+    verdict = next((m for line in lines if (m := _VERDICT_LINE.match(plain(line)))), None)
+    passed = None if verdict is None else verdict.group(1).lower().startswith("pass")
+    body: list[str] = []
+    level = 0  # the level of the Post-Fix Counts heading once inside that section
+    for line in lines:
+        heading = parse_heading(line)
+        if heading is not None:
+            if level and heading[0] <= level:
+                break
+            if not level and _POST_FIX_COUNTS.search(heading[1]):
+                level = heading[0]
+        elif level:
+            body.append(line)
+    counts = counts_in(body)
+    return PostFixResult(counts=_full(counts) if counts else None, passed=passed)
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """Whether the ticket is blocked, from which artifact, and the sentence saying why."""
+
+    blocked: bool
+    status: Status
+    counts: dict[str, int]
+    fail_on: tuple[str, ...]
+    source: Literal["close-summary.md", "post-fix-verification", "review.md", "none"]
+    reason: str
+    notes: tuple[str, ...] = ()
+
+
+def _fail_on(names: Sequence[str] | str) -> tuple[tuple[str, ...], list[str]]:
+    # A bare string is a Sequence[str] too; read it as a list ("Critical, Major"), not letters.
+    raw = _LIST_SPLIT.split(names) if isinstance(names, str) else list(names)
+    wanted = {normalize_severity(str(n)) for n in raw}
+    notes = [
+        f"failOn entry {n!r} is not a severity; ignored"
+        for n in raw
+        if str(n).strip() and normalize_severity(str(n)) is None
+    ]
+    return tuple(s for s in SEVERITIES if s in wanted), notes
+
+
+def blocking_counts(counts: Mapping[str, int], fail_on: Sequence[str]) -> dict[str, int]:
+    """The failOn severities that have findings, in severity order."""
+    severities, _ = _fail_on(fail_on)
+    return {s: counts[s] for s in severities if counts.get(s, 0) > 0}
+
+
+def _items(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{s}: {n}" for s, n in counts.items())
+
+
+_EMPTY = "failOn is empty: nothing blocks on review counts"
+
+
+def _close_verdict(
+    close: CloseStatus,
+    severities: tuple[str, ...],
+    notes: list[str],
+    post: PostFixResult | None,
+    rev: ReviewCounts | None,
+) -> GateVerdict:
+    counts, listed = close.counts, ", ".join(severities)
+    if counts is None and post is not None and post.counts is not None:
+        counts = post.counts
+        notes.append("close-summary.md lists no counts; using post-fix-verification's")
+    elif counts is None and rev is not None:
+        counts = rev.counts
+        notes += ["close-summary.md lists no counts; using review.md's", *rev.notes]
+    counts = _full(counts or {})
+    said = f"close-summary.md says {(close.word or close.status).upper()}"
+    blocking = blocking_counts(counts, severities)
+    if close.status == "closed":
+        reason = said
+        if blocking:  # the closer's word stands, but the contradiction must be visible
+            notes.append(f"{said} although {_items(blocking)} remain (failOn: {listed})")
+    elif not severities:
+        reason = f"{said}; {_EMPTY}"
+    elif blocking:
+        reason = f"{said} ({_items(blocking)} with failOn [{listed}])"
+    else:
+        reason = f"{said} (no failOn severity has findings; failOn [{listed}])"
+    blocked = close.status == "blocked"
+    return GateVerdict(
+        blocked, close.status, counts, severities, "close-summary.md", reason, (*notes,)
+    )
+
+
+def evaluate(
+    fail_on: Sequence[str],
+    *,
+    close_summary: str | None = None,
+    post_fix_verification: str | None = None,
+    review: str | None = None,
+) -> GateVerdict:
+    """The gate verdict; sources in order: close-summary.md, post-fix verification, review.md."""
+    severities, notes = _fail_on(fail_on)
+    post = None
+    if post_fix_verification is not None:
+        post = parse_post_fix_verification(post_fix_verification)
+    rev = parse_review(review) if review is not None else None
+    if close_summary is not None:
+        close = parse_close_summary(close_summary)
+        if close.status != "unknown":
+            return _close_verdict(close, severities, notes, post, rev)
+        word = close.word
+        notes.append(
+            f"close-summary.md status {word!r} is neither BLOCKED nor CLOSED"
+            if word
+            else "close-summary.md has no status"
+        )
+
+    source: Literal["post-fix-verification", "review.md"]
+    if post is not None and post.counts is None:
+        notes.append("post-fix-verification has no Post-Fix Counts section")
+    if post is not None and post.counts is not None:
+        counts, source = post.counts, "post-fix-verification"
+    elif rev is not None:
+        counts, source = rev.counts, "review.md"
+        notes.extend(rev.notes)
+        if rev.source == "none":
+            notes.append("review.md has no statistics and no severity sections")
+    else:
+        reason = "no close-summary.md, post-fix-verification or review.md yet"
+        return GateVerdict(False, "unknown", _full({}), severities, "none", reason, (*notes,))
+
+    listed = ", ".join(severities)
+    blocking = blocking_counts(counts, severities)
+    if not severities:
+        reason = f"{_EMPTY} ({source})"
+    elif source == "review.md":
+        found = f"lists {_items(blocking)}" if blocking else "lists no failOn finding"
+        reason = f"review.md {found} (failOn: {listed})"
+    elif blocking:
+        reason = f"{_items(blocking)} remain after the fix (failOn: {listed})"
+    else:
+        reason = f"no failOn severity remains after the fix (failOn: {listed})"
+    if source == "post-fix-verification" and post is not None and post.passed is not None:
+        if post.passed and blocking:
+            notes.append(f"post-fix-verification says PASS but {_items(blocking)} remain")
+        elif not post.passed and not blocking:
+            notes.append("post-fix-verification says FAIL but no failOn severity remains")
+    return GateVerdict(bool(blocking), "unknown", counts, severities, source, reason, (*notes,))

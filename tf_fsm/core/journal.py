@@ -1,0 +1,368 @@
+"""The ticket journal (`events.jsonl`): event models and the line codec. No file I/O here.
+
+One event is one line of compact JSON. Appends can be torn by a crash, so a final line without
+its newline that does not parse is reported as a torn tail instead of an error; any other bad
+line is corruption. Event types this version does not know are read back as plain `Event`s with
+all their fields, so an older tf_fsm can still read a newer journal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tf_fsm._json_input import JsonLimitError, load_json
+from tf_fsm.core.state import MAX_ATTEMPTS
+
+# The numbers a run writes, bounded as retry-state.json bounds them (tf_fsm.core.state), so a line
+# no run could have written is corruption naming its line, not a number carried into a run.
+# Numbers the agents report (usage, cost) or the OS gives (exit codes) are not bounded above:
+# a bound there would refuse a line tf_fsm itself wrote.
+#: an attempt's number, or a restart's, an inner gate try's
+Ordinal = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
+#: a retry count or its cap
+Count = Annotated[int, Field(ge=0, le=MAX_ATTEMPTS)]
+#: the escalation tier: 1 base, 2 fixer, 3 everything configured
+Tier = Annotated[int, Field(ge=1, le=3)]
+#: a size, a duration or a number of findings
+NonNegative = Annotated[int, Field(ge=0)]
+
+_REGISTRY: dict[str, type[Event]] = {}
+
+
+def timestamp(moment: datetime) -> str:
+    """UTC, ISO 8601, milliseconds, `Z`: 2026-02-14T02:37:05.123Z."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def validation_problem(exc: ValidationError) -> str:
+    """`field.path: problem (got 'value')` for each error, joined with `; `."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "<top level>"
+        value = error.get("input")
+        got = ""
+        if error["type"] != "missing" and isinstance(value, str | int | float | bool):
+            shown = repr(value)
+            got = f" (got {shown[:40]}{'...' if len(shown) > 40 else ''})"
+        parts.append(f"{where}: {error['msg']}{got}")
+    return "; ".join(parts)
+
+
+class Event(BaseModel):
+    """Base of every journal event. Subclasses set `event` to a `Literal` default, which is
+    their type name in the file; defining the subclass registers it for decoding."""
+
+    # Unknown keys are kept: they belong to a newer writer and must survive a read.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    event: str
+    ts: str
+    ticket: str
+    attempt: Ordinal | None = None
+
+    @field_validator("ts")
+    @classmethod
+    def _iso_timestamp(cls, value: str) -> str:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError as exc:
+            raise ValueError(f"not an ISO 8601 timestamp: {value!r}") from exc
+        return value
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        name = cls.model_fields["event"].default
+        if not isinstance(name, str):
+            raise TypeError(f"{cls.__name__} must give `event` a Literal default (its type name)")
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise TypeError(f"event type {name!r} is already defined by {_REGISTRY[name].__name__}")
+        _REGISTRY[name] = cls
+
+
+def event_types() -> dict[str, type[Event]]:
+    """The registered event classes by type name (a copy)."""
+    return dict(_REGISTRY)
+
+
+class AttemptStarted(Event):
+    event: Literal["AttemptStarted"] = "AttemptStarted"
+    trigger: str
+    escalation: dict[str, str | None]
+    #: role -> {model, source}: source is escalated | frontmatter | settings
+    models: dict[str, dict[str, str]] | None = None
+
+
+class AttemptFinished(Event):
+    event: Literal["AttemptFinished"] = "AttemptFinished"
+    status: str
+    counts: dict[str, NonNegative] | None = None
+    reason: str | None = None
+
+
+class RetryStateReset(Event):
+    event: Literal["RetryStateReset"] = "RetryStateReset"
+    backup: str | None = None
+    retryCountBefore: Count | None = None
+
+
+class JournalTailDropped(Event):
+    """A torn final line (a crashed append) was cut off before the next append."""
+
+    event: Literal["JournalTailDropped"] = "JournalTailDropped"
+    bytes: NonNegative
+    preview: str
+
+
+class AttemptResumed(Event):
+    event: Literal["AttemptResumed"] = "AttemptResumed"
+    phase: str
+    reason: str | None = None  # why this phase is the first not complete
+
+
+class EscalationApplied(Event):
+    event: Literal["EscalationApplied"] = "EscalationApplied"
+    roles: dict[str, str]
+    tier: Tier
+    reason: str
+
+
+class ResearchSkippedOnRetry(Event):
+    """Seed 003's RagSkippedOnRetry: a retry does not re-run research."""
+
+    event: Literal["ResearchSkippedOnRetry"] = "ResearchSkippedOnRetry"
+    attemptCount: Count
+    lastFailureKind: str
+
+
+class PhaseStarted(Event):
+    event: Literal["PhaseStarted"] = "PhaseStarted"
+    phase: str
+    roles: list[str]
+
+
+class PhaseSkipped(Event):
+    event: Literal["PhaseSkipped"] = "PhaseSkipped"
+    phase: str
+    reason: str
+
+
+class InvocationFinished(Event):
+    event: Literal["InvocationFinished"] = "InvocationFinished"
+    phase: str
+    role: str
+    model: str
+    artifact: str
+    sha256: str | None
+    ok: bool
+    durationMs: NonNegative
+    #: {inputTokens, outputTokens, costUsd} when the agent CLI reported them
+    usage: dict[str, int | float] | None = None  # token counts stay ints, cost is a float
+    failureClass: str | None = None  # when not ok (see PhaseFailed)
+
+
+class InvocationRestarted(Event):
+    """An invocation failed transiently and runs again after `delay` seconds."""
+
+    event: Literal["InvocationRestarted"] = "InvocationRestarted"
+    phase: str
+    role: str
+    failureClass: str  # crash, timeout, killed, provider
+    attemptNo: Ordinal  # the restart's number: 1 for the first restart
+    delay: float = Field(ge=0)
+    failure: str
+
+
+class BudgetExhausted(Event):
+    """workflow.escalation.maxCostUsd is spent: no further attempt or escalation starts."""
+
+    event: Literal["BudgetExhausted"] = "BudgetExhausted"
+    spentUsd: float
+    maxCostUsd: float
+    reason: str
+
+
+class PhaseWaiting(Event):
+    """A hand-off phase waits for its artifact; `tf-fsm watch` or `run` picks it up."""
+
+    event: Literal["PhaseWaiting"] = "PhaseWaiting"
+    phase: str
+    role: str
+    output: str
+    promptFile: str
+
+
+class PhaseCompleted(Event):
+    event: Literal["PhaseCompleted"] = "PhaseCompleted"
+    phase: str
+    artifact: str
+    sha256: str
+
+
+class PhaseFailed(Event):
+    event: Literal["PhaseFailed"] = "PhaseFailed"
+    phase: str
+    role: str
+    failure: str
+    exitCode: int | None
+    stderrTail: str
+    log: str
+    #: crash, timeout, killed, provider (transient, after the restarts ran out), agent_error,
+    #: no_output; absent in journals written before failure classes existed
+    failureClass: str | None = None
+
+
+class GateEvaluated(Event):
+    """One gate's verdict: `review-counts` (the failOn counts) or a quality-gate command."""
+
+    event: Literal["GateEvaluated"] = "GateEvaluated"
+    name: str = "review-counts"
+    passed: bool
+    reason: str | None = None
+    # review-counts
+    counts: dict[str, NonNegative] | None = None
+    failOn: list[str] | None = None
+    source: str | None = None
+    # commands
+    exitCode: int | None = None
+    durationMs: NonNegative | None = None
+    innerTry: Ordinal | None = None
+    required: bool | None = None
+
+
+class GateFeedbackSent(Event):
+    """The fixer was sent back with the failing gates' output (seed 004's inner loop)."""
+
+    event: Literal["GateFeedbackSent"] = "GateFeedbackSent"
+    innerTry: Ordinal
+    gates: list[str]
+    bytes: NonNegative
+
+
+class TicketClosed(Event):
+    event: Literal["TicketClosed"] = "TicketClosed"
+    retryCountBefore: Count
+
+
+class TicketBlocked(Event):
+    event: Literal["TicketBlocked"] = "TicketBlocked"
+    reason: str
+    retryCount: Count
+    maxRetries: Count
+    #: the run meant to start the next attempt at once (escalation on, retries left, budget
+    #: not refusing, no --once); a run that finds it unstarted after a crash keeps the
+    #: trigger quality_gate
+    autoRetry: bool = False
+
+
+class StaleTempFilesRemoved(Event):
+    """Half-written temp files of a writer that died, swept when the lock was taken."""
+
+    event: Literal["StaleTempFilesRemoved"] = "StaleTempFilesRemoved"
+    files: list[str]
+
+
+class SameFailureDetected(Event):
+    """A blocked attempt failed exactly like the one before it (the same failure signature):
+    `attempt` and `previousAttempt`, the signature's digest and entries, and the action:
+    skip-tier, stop, escalate (the curve escalates anyway) or retry-top."""
+
+    event: Literal["SameFailureDetected"] = "SameFailureDetected"
+    previousAttempt: Ordinal
+    signature: str
+    entries: list[str]
+    action: str
+    tier: Tier
+    nextTier: Tier | None = None
+    mode: str
+    reason: str
+
+
+class RetriesExhausted(Event):
+    event: Literal["RetriesExhausted"] = "RetriesExhausted"
+    retryCount: Count
+    maxRetries: Count
+
+
+def encode(event: Event) -> bytes:
+    """One line: compact JSON, UTF-8, `\\n`-terminated. json.dumps escapes control characters,
+    so the only raw newline is the terminator."""
+    text = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8") + b"\n"
+
+
+class JournalLineError(ValueError):
+    """A journal line that is not a valid event (not a torn tail). The store turns it into a
+    CorruptStateError naming the file."""
+
+    def __init__(self, line_number: int, problem: str) -> None:
+        self.line_number = line_number
+        self.problem = problem
+        super().__init__(f"line {line_number}: {problem}")
+
+
+@dataclass(frozen=True)
+class JournalRead:
+    events: list[Event]
+    #: The bytes after the last newline when they do not parse: an append cut short by a crash.
+    torn_tail: bytes | None = None
+
+
+class _BeyondLimits(JournalLineError):
+    """A line that is JSON but nested too deeply or holding too long an integer. tf_fsm never
+    writes one, so it is never the torn tail of a crashed append."""
+
+
+def _parse_json(line: bytes, line_number: int) -> Any:
+    try:
+        return load_json(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise JournalLineError(line_number, f"not UTF-8 (byte {exc.start})") from exc
+    except json.JSONDecodeError as exc:
+        raise JournalLineError(
+            line_number, f"invalid JSON at column {exc.colno}: {exc.msg}"
+        ) from exc
+    except JsonLimitError as exc:
+        raise _BeyondLimits(line_number, exc.problem) from None
+
+
+def _to_event(data: Any, line_number: int) -> Event:
+    if not isinstance(data, dict):
+        raise JournalLineError(line_number, f"expected a JSON object, got {type(data).__name__}")
+    name = data.get("event")
+    if not isinstance(name, str):
+        raise JournalLineError(line_number, "no `event` type name")
+    cls = _REGISTRY.get(name, Event)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise JournalLineError(line_number, f"{name}: {validation_problem(exc)}") from exc
+
+
+def decode_line(line: bytes, line_number: int = 1) -> Event:
+    """One line (with or without its newline) to an event, or JournalLineError."""
+    return _to_event(_parse_json(line, line_number), line_number)
+
+
+def decode(data: bytes) -> JournalRead:
+    """All events of a journal. Blank lines are skipped. An unterminated last line is an event
+    if it parses, the torn tail of a crashed append if it is not even JSON; a complete JSON
+    value that is not a valid event is corruption wherever it is (a crash cannot make one)."""
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the data ends with a newline
+    events = [decode_line(line, n) for n, line in enumerate(lines, 1) if line.strip()]
+    if not tail.strip():
+        return JournalRead(events, tail or None)
+    try:
+        parsed = _parse_json(tail, len(lines) + 1)
+    except _BeyondLimits:
+        raise
+    except JournalLineError:
+        return JournalRead(events, tail)
+    events.append(_to_event(parsed, len(lines) + 1))
+    return JournalRead(events, None)

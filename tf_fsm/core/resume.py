@@ -1,0 +1,124 @@
+"""Where an interrupted attempt picks up: the first phase that is not complete.
+
+A phase is complete when the journal has its `PhaseCompleted` (or `PhaseSkipped`) for this
+attempt, and its artifact is still on disk, unchanged (same sha256) and not older than the
+artifact of a phase before it. Without a journal (artifacts from pi-ticketflow, a hand-made
+directory) seed 002's rule applies: artifacts in phase order by timestamp. Pure: the files are
+seen through a `look` callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tf_fsm.core import journal as ev
+from tf_fsm.core.machine import PHASES
+
+#: each phase's own artifact (what PhaseCompleted names)
+ARTIFACTS: dict[str, str] = {
+    "research": "research.md",
+    "implement": "implementation.md",
+    "review": "review.md",
+    "fix": "fixes.md",
+    "verify": "post-fix-verification.md",
+    "close": "close-summary.md",
+}
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An artifact as it is on disk."""
+
+    sha256: str
+    mtime_ns: int
+
+
+Look = Callable[[str], Seen | None]
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    phase: str
+    reason: str
+    finished: bool = False  # every phase completed: only the attempt's ending is missing
+
+
+def resume_point(
+    attempt: int, events: Sequence[ev.Event], look: Look, gate_decided: bool = True
+) -> ResumePoint:
+    """`gate_decided`: post-fix-verification.json holds this attempt's verdict. Close cannot run
+    without it, so a resume that would start at close goes back to verify instead."""
+    point = _first_incomplete(attempt, events, look)
+    if point.phase == "close" and not gate_decided:
+        return ResumePoint("verify", f"{point.reason}; the gate decision is missing")
+    return point
+
+
+def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> ResumePoint:
+    mine = [e for e in events if e.attempt == attempt]
+    if not any(isinstance(e, ev.AttemptStarted) for e in mine):
+        if events:  # tf_fsm's own journal, but this attempt died before its first event
+            return ResumePoint(PHASES[0], f"attempt {attempt} stopped before its first phase")
+        return _by_timestamps(look)
+    done: dict[str, str | None] = {}  # phase -> sha256 (None: skipped)
+    for event in mine:
+        if isinstance(event, ev.AttemptResumed):
+            done = {p: s for p, s in done.items() if PHASES.index(p) < PHASES.index(event.phase)}
+        elif isinstance(event, ev.PhaseCompleted):
+            done[event.phase] = event.sha256
+        elif isinstance(event, ev.PhaseSkipped):
+            done[event.phase] = None
+    newest = -1
+    for phase in PHASES:
+        if phase not in done:
+            return ResumePoint(phase, f"{phase} has not completed in attempt {attempt}")
+        sha = done[phase]
+        if sha is None:
+            continue
+        seen = look(ARTIFACTS[phase])
+        name = ARTIFACTS[phase]
+        if seen is None:
+            return ResumePoint(phase, f"{name} is missing")
+        if seen.sha256 != sha:
+            return ResumePoint(phase, f"{name} changed after {phase} completed")
+        if seen.mtime_ns < newest:
+            return ResumePoint(phase, f"{name} is older than an earlier phase's artifact")
+        newest = seen.mtime_ns
+    return ResumePoint(PHASES[-1], "every phase completed; the attempt only needs its ending", True)
+
+
+def _by_timestamps(look: Look) -> ResumePoint:
+    newest = -1
+    for phase in PHASES:
+        seen = look(ARTIFACTS[phase])
+        if seen is None:
+            return ResumePoint(phase, f"no journal: {ARTIFACTS[phase]} is missing")
+        if seen.mtime_ns < newest:
+            return ResumePoint(
+                phase, f"no journal: {ARTIFACTS[phase]} is older than the phase before"
+            )
+        newest = seen.mtime_ns
+    return ResumePoint(PHASES[-1], "no journal: every artifact is present; close runs again")
+
+
+def gate_decided(store: Any) -> bool:
+    """Does post-fix-verification.json hold a verdict? (`store`: a TicketStore.)"""
+    return "verification_passed" in (store.read_artifact("post-fix-verification.json") or "")
+
+
+def live_phase(
+    attempt: int, status: str, saved: str | None, events: Sequence[ev.Event]
+) -> str | None:
+    """The phase an attempt is in. retry-state.json records it when the attempt stops (error,
+    waiting, its end, Ctrl-C); a running attempt, or one killed outright, is where its last
+    journaled phase start says (each start is written as the phase begins)."""
+    if status != "in_progress":
+        return saved
+    started = [
+        e.phase
+        for e in events
+        if e.attempt == attempt and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting)
+    ]
+    return started[-1] if started else saved

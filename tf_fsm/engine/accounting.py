@@ -1,0 +1,190 @@
+"""Usage, cost and failure class per attempt and per ticket, read from the journal; the budget.
+
+The journal is the record: every invocation's `InvocationFinished` carries what its CLI
+reported, restarts and failed ones included (their tokens were spent too). Sums count from the
+last `RetryStateReset`, so `--retry-reset` also starts a fresh budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tf_fsm.core import journal as ev
+from tf_fsm.core.state import Attempt, RetryState
+from tf_fsm.engine.api import Outcome
+from tf_fsm.executors.failures import BUDGET, QUALITY
+from tf_fsm.executors.usage import Usage
+from tf_fsm.settings.load import LoadedSettings
+
+if TYPE_CHECKING:
+    from tf_fsm.engine.orchestrator import TicketRun
+
+
+def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
+    resets = [i for i, e in enumerate(events) if isinstance(e, ev.RetryStateReset)]
+    return events[resets[-1] + 1 :] if resets else events
+
+
+def usage_of(events: Sequence[ev.Event]) -> Usage | None:
+    """The summed usage of these events' invocations; None when no invocation reported any."""
+    reported = [
+        Usage.from_json(e.usage)
+        for e in events
+        if isinstance(e, ev.InvocationFinished) and e.usage is not None
+    ]
+    return sum(reported, Usage()) if reported else None
+
+
+def ticket_usage(events: Sequence[ev.Event]) -> Usage | None:
+    return usage_of(since_reset(events))
+
+
+def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event]:
+    """The events of the latest attempt numbered `number` (numbers restart after a close)."""
+    recent = since_reset(events)
+    starts = [
+        i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted) and e.attempt == number
+    ]
+    tail = recent[starts[-1] :] if starts else recent
+    return [e for e in tail if e.attempt == number]
+
+
+def replace_current(state: RetryState, attempt: Attempt) -> RetryState:
+    return state.model_copy(update={"attempts": [*state.attempts[:-1], attempt]})
+
+
+def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
+    if status == "blocked":
+        return QUALITY
+    if status != "error":
+        return None
+    failed = [e for e in events if isinstance(e, ev.PhaseFailed)]
+    return failed[-1].failureClass if failed else None
+
+
+def with_accounting(run: TicketRun, state: RetryState, status: str) -> RetryState:
+    """The attempt's usage and failure class put into its record (optional fields), for the
+    caller's one save of the finished attempt."""
+    cur = state.current
+    if cur is None:
+        return state
+    events = attempt_events(run.store.read_events().events, cur.attemptNumber)
+    usage, cls = usage_of(events), failure_class(events, status)
+    data = cur.to_json_dict()
+    if usage is not None:
+        data["usage"] = usage.to_json()
+    if cls is not None:
+        data["failureClass"] = cls
+    else:
+        data.pop("failureClass", None)  # a resumed attempt that then closed failed no more
+    if data == cur.to_json_dict():
+        return state
+    # Rebuilt, not copied, so that a cleared failureClass is absent rather than null.
+    return replace_current(state, Attempt.model_validate(data))
+
+
+def over_budget(events: Sequence[ev.Event], settings: LoadedSettings) -> tuple[float, float] | None:
+    """(spent, budget) when workflow.escalation.maxCostUsd is set and spent, else None."""
+    budget = settings.workflow.escalation.maxCostUsd
+    if budget is None:
+        return None
+    spent = (ticket_usage(events) or Usage()).cost_usd
+    return (spent, budget) if spent >= budget else None
+
+
+def budget_reason(spent: float, budget: float) -> str:
+    return (
+        f"budget: ${spent:.4f} of ${budget:.4f} spent (workflow.escalation.maxCostUsd); no "
+        "further attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
+    )
+
+
+def forecast(run: TicketRun, state: RetryState | None) -> float:
+    """The most the next attempt can cost, when the executor knows its prices (an optional
+    `estimate_cost(phase, role, model)`; the simulation's agent has one, agent CLIs do not):
+    every invocation it may make, the fix included. 0.0 when any price is unknown."""
+    estimate = getattr(run.executor, "estimate_cost", None)
+    if estimate is None:
+        return 0.0
+    from tf_fsm.engine.phases import PhaseRunner  # phases imports the orchestrator's world
+
+    attempt = run.new_attempt_context(state, "quality_gate")
+    total = 0.0
+    for phase, role, _ in PhaseRunner(run, attempt).invocations():
+        price = estimate(phase, role, attempt.resolution.roles[role].model)
+        if price is None:
+            return 0.0
+        total += float(price)
+    return total
+
+
+@dataclass(frozen=True)
+class BudgetCheck:
+    """The ticket's budget before a new attempt: spent so far, the most the next attempt may
+    cost (0.0: unknown), and why it may not start (None: it may)."""
+
+    spent: float
+    budget: float
+    need: float
+    refusal: str | None
+
+
+def budget_check(run: TicketRun, state: RetryState | None) -> BudgetCheck | None:
+    """None when no budget is set. Refuses when the ticket's budget is spent, or when the
+    executor's prices say the next attempt could overrun it. Journals nothing: a blocked
+    attempt asks it to say truthfully whether a retry follows."""
+    budget = run.settings.workflow.escalation.maxCostUsd
+    if budget is None:
+        return None
+    need = forecast(run, state)
+    spent = (ticket_usage(run.store.read_events().events) or Usage()).cost_usd
+    refusal = None
+    if state is None and need == 0.0:
+        pass  # nothing has run since the last reset, and no price is known
+    elif spent >= budget:
+        refusal = budget_reason(spent, budget)
+    elif spent + need > budget:
+        refusal = (
+            f"budget: ${spent:.4f} of ${budget:.4f} spent and the next attempt may cost up to "
+            f"${need:.4f} (the executor's prices; workflow.escalation.maxCostUsd); no further "
+            "attempt or escalation; raise the budget, or --retry-reset starts a fresh one"
+        )
+    return BudgetCheck(spent, budget, need, refusal)
+
+
+def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
+    """Before an attempt starts (or escalates): the outcome that ends the run when
+    `budget_check` refuses it, journaled once per refusal; None when the attempt may start."""
+    check = budget_check(run, state)
+    if check is None or check.refusal is None:
+        return None
+    spent, budget, reason = check.spent, check.budget, check.refusal
+    cur = state.current if state else None
+    run._event(
+        ev.BudgetExhausted,
+        cur.attemptNumber if cur else None,
+        spentUsd=round(spent, 6),
+        maxCostUsd=budget,
+        reason=reason,
+    )
+    if state is None:
+        return Outcome(run.ticket_id, "exhausted", 0, 0, 0, run.settings.max_retries, reason)
+    return run._outcome(state, "exhausted", 0, reason)
+
+
+__all__ = [
+    "BUDGET",
+    "BudgetCheck",
+    "attempt_events",
+    "budget_check",
+    "budget_reason",
+    "failure_class",
+    "forecast",
+    "over_budget",
+    "refuse_over_budget",
+    "ticket_usage",
+    "usage_of",
+    "with_accounting",
+]

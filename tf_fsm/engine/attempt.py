@@ -1,0 +1,146 @@
+"""One attempt through the lifecycle machine: its phases in order, then how it ends (closed,
+blocked, error, or waiting for a hand-off), with the retry state saved at the end.
+
+TicketRun (tf_fsm.engine.orchestrator) decides which attempt runs and whether another follows; this
+module runs the one it is given.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from tf_fsm.core import journal as ev
+from tf_fsm.core.escalation import should_retry
+from tf_fsm.core.machine import BLOCKED, INITIAL, TicketModel, lifecycle, phase_of, state_of_attempt
+from tf_fsm.core.state import RetryState, finish_attempt, update_current
+from tf_fsm.engine import same_failure
+from tf_fsm.engine.accounting import budget_check, with_accounting
+from tf_fsm.engine.context import AttemptContext
+from tf_fsm.engine.phases import WAITING, PhaseRunner
+
+if TYPE_CHECKING:
+    from tf_fsm.engine.api import OutcomeStatus
+    from tf_fsm.engine.orchestrator import TicketRun
+
+
+def run_attempt(
+    run: TicketRun, attempt: AttemptContext, state: RetryState
+) -> tuple[RetryState, OutcomeStatus, str]:
+    cur = state.current
+    if cur is None:
+        raise ValueError("no attempt to run")
+    machine = lifecycle()
+    if attempt.resumed_from is not None:
+        start_state = state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
+    else:
+        previous = state.attempts[-2] if len(state.attempts) > 1 else None
+        start_state = BLOCKED if previous is not None and previous.status == "blocked" else INITIAL
+    model = TicketModel(attempt.facts, start_state)
+    machine.attach(model)
+    try:
+        if start_state == INITIAL:
+            machine.fire(model, "start")
+        elif start_state == BLOCKED:
+            machine.fire(model, "retry")
+        elif start_state == "error":
+            machine.fire(model, "resume")
+        runner = PhaseRunner(run, attempt)
+        if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
+            runner.restore_gate()
+        while (phase := phase_of(model.state)) is not None:
+            if phase == "close" and attempt.finished:
+                machine.fire(model, "complete")  # close completed before the crash
+                continue
+            if phase not in attempt.facts.runs:
+                run._event(
+                    ev.PhaseSkipped,
+                    attempt.number,
+                    flush=False,
+                    phase=phase,
+                    reason=attempt.plan[phase][1],
+                )
+                machine.fire(model, "skip")
+                continue
+            try:
+                failure = runner.run(phase)
+            except KeyboardInterrupt:
+                # Where it stopped, for people reading retry-state.json; a resume goes by
+                # the journal and the artifacts, so a SIGKILL (no chance to save) is fine.
+                run._save(update_current(state, phase=phase))
+                raise
+            if failure == WAITING and runner.waiting:
+                # Not an error: the attempt stays in progress at this phase.
+                waiting = with_accounting(run, update_current(state, phase=phase), "waiting")
+                return run._save(waiting), "waiting", runner.waiting
+            if failure is not None:
+                machine.fire(model, "fail")
+                ended = finish_attempt(
+                    update_current(state, phase=phase),
+                    status="error",
+                    counts=None,
+                    max_retries=run.settings.max_retries,
+                    now=run.now(),
+                    reason=failure,
+                )
+                state = run._save(with_accounting(run, ended, "error"))
+                run._event(
+                    ev.AttemptFinished,
+                    attempt.number,
+                    flush=False,  # after the state that records it; synced by the batch
+                    status="error",
+                    counts=None,
+                    reason=failure,
+                )
+                return state, "error", failure
+            machine.fire(model, "complete")
+        return _finish(run, attempt, state, runner)
+    finally:
+        machine.detach(model)
+
+
+def _finish(
+    run: TicketRun, attempt: AttemptContext, state: RetryState, runner: PhaseRunner
+) -> tuple[RetryState, OutcomeStatus, str]:
+    closed = attempt.facts.gate_passed is True
+    status: Literal["closed", "blocked"] = "closed" if closed else "blocked"
+    before = state.retryCount
+    ended = finish_attempt(
+        update_current(state, phase="close"),
+        status=status,
+        counts=runner.post_counts,
+        max_retries=run.settings.max_retries,
+        now=run.now(),
+        reason=runner.gate_reason,
+    )
+    if not closed:  # the failure signature, and the same-failure short-circuit (issue #11)
+        ended = same_failure.after_blocked(run, ended, runner)
+    # Journaled before the state is saved, so a crash in between still knows the intent.
+    if closed:
+        run._event(ev.TicketClosed, attempt.number, retryCountBefore=before)
+    else:
+        auto = (
+            run.settings.workflow.escalation.enabled
+            and not run.options.once
+            and should_retry(ended, run.settings)
+            and getattr(budget_check(run, ended), "refusal", None) is None
+        )
+        run._event(
+            ev.TicketBlocked,
+            attempt.number,
+            reason=runner.gate_reason,
+            retryCount=ended.retryCount,
+            maxRetries=run.settings.max_retries,
+            autoRetry=auto,
+        )
+    state = run._save(with_accounting(run, ended, status))
+    if closed:  # tk is told last: the retry state is the record a crash must not lose
+        run._close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
+    run._event(
+        ev.AttemptFinished,
+        attempt.number,
+        flush=False,  # after the state that records it; synced by the batch
+        status=status,
+        counts=runner.post_counts,
+        reason=runner.gate_reason,
+    )
+    return state, status, runner.gate_reason

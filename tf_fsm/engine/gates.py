@@ -1,0 +1,246 @@
+"""Quality-gate commands (seed 004): run them, capture their output, and word the feedback.
+
+Seed 004's own executor split commands on spaces (pipes and quotes broke) and sent the agent an
+error string instead of the command's output. Here a string command runs under `bash -c`, a list
+runs as argv, and the feedback carries the tail of the real output, redacted and fenced.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tf_fsm.engine.prompts import fence_untrusted
+from tf_fsm.errors import SettingsError, SettingsProblem
+from tf_fsm.process.door import find_program, run_process, tail
+from tf_fsm.settings.load import LoadedSettings, QualityGate, knowledge_dir
+
+FEEDBACK_TAIL_LINES = 40
+FEEDBACK_TAIL_CHARS = 3000
+#: of each output stream of a gate run, only the first and last this many bytes are kept
+GATE_OUTPUT_KEEP = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    required: bool
+    passed: bool
+    exit_code: int | None  # None: killed at its timeout, or it could not start
+    duration: float
+    output: str  # stdout then stderr, bounded (redact before writing it anywhere)
+    timed_out: bool = False
+    error: str | None = None  # why it could not start at all
+
+    @property
+    def summary(self) -> str:
+        if self.error:
+            return f"could not start: {self.error}"
+        if self.timed_out:
+            return f"timed out after {self.duration:.0f}s (process group killed)"
+        return "passed" if self.passed else f"exit code {self.exit_code}"
+
+    def output_tail(self, redact: Callable[[str], str]) -> str:
+        """The end of the output, redacted before it is cut (a secret the cut would halve is
+        still recognised)."""
+        return tail(self.output, FEEDBACK_TAIL_LINES, FEEDBACK_TAIL_CHARS, redact=redact)
+
+
+def argv_of(gate: QualityGate) -> list[str]:
+    return ["bash", "-c", gate.command] if isinstance(gate.command, str) else list(gate.command)
+
+
+def cwd_of(gate: QualityGate, root: Path) -> Path:
+    return root / gate.cwd if gate.cwd else root
+
+
+def max_retries(gate: QualityGate, default: int) -> int:
+    """A gate's own maxRetries beats the global workflow.qualityGateMaxRetries."""
+    return gate.maxRetries if gate.maxRetries is not None else default
+
+
+def gate_env(ticket_id: str, attempt: int) -> dict[str, str]:
+    """What a gate command gets on top of tf-fsm's environment."""
+    return {"TF_TICKET_ID": ticket_id, "TF_ATTEMPT": str(attempt)}
+
+
+def current_attempt(root: Path, settings: LoadedSettings, ticket_id: str) -> int:
+    """The number of the ticket's latest attempt in its retry-state.json, 0 when it has none:
+    TF_ATTEMPT for `gate --run`, outside any lifecycle."""
+    from tf_fsm.storage.store import TicketStore
+
+    state = TicketStore(knowledge_dir(root, settings), ticket_id).load_retry_state()
+    current = state.current if state else None
+    return current.attemptNumber if current else 0
+
+
+def start_problem(
+    gate: QualityGate, root: Path, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """Why the gate cannot start (its cwd or its program is missing), or None. `environ` is
+    the gate's whole environment (default tf-fsm's own). A command line runs under bash: a
+    program missing in it is bash's exit code 127, a failing check."""
+    cwd = cwd_of(gate, root)
+    if not cwd.is_dir():
+        return f"its cwd {cwd} {'is not a directory' if cwd.exists() else 'does not exist'}"
+    program = argv_of(gate)[0]
+    try:
+        find_program(program, cwd, os.environ if environ is None else environ)
+    except PermissionError:
+        return f"its program {program} is not executable"
+    except OSError:
+        where = f"in its cwd {cwd}" if os.sep in program else "on PATH"
+        return f"its program {program} is not found {where}"
+    return None
+
+
+def check_gates(gates: Sequence[QualityGate], root: Path, settings_path: Path | None) -> None:
+    """Every gate can start, or a SettingsError (exit 2) naming each one that cannot: a
+    configuration error, caught before anything runs rather than sent to the fixer."""
+    problems = [
+        SettingsProblem(f"workflow.qualityGates[{i}]", f"quality gate {g.name} cannot start: {p}")
+        for i, g in enumerate(gates)
+        if (p := start_problem(g, root)) is not None
+    ]
+    if problems:
+        raise SettingsError(settings_path, problems)
+
+
+def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
+    cwd = cwd_of(gate, root)
+    environ = {**os.environ, **(env or {})}
+    problem = start_problem(gate, root, environ)
+    if problem is not None:
+        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=problem)
+    try:
+        result = run_process(
+            argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds, keep=GATE_OUTPUT_KEEP
+        )
+    except OSError as exc:  # gone since the check: it cannot start, not a crash
+        error = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=error)
+    output = result.stdout + (("\n" + result.stderr) if result.stderr else "")
+    return GateResult(
+        gate.name,
+        gate.required,
+        passed=result.exit_code == 0,
+        exit_code=result.exit_code,
+        duration=result.duration,
+        output=output,
+        timed_out=result.timed_out,
+    )
+
+
+def feedback_message(
+    failed: Sequence[GateResult],
+    tries: Mapping[str, tuple[int, int]],
+    redact: Callable[[str], str],
+) -> str:
+    """Seed 004's message: which gates failed, each with its error, then the instruction.
+    `tries` maps a gate to (this retry, its maximum); the header shows the tightest one."""
+    now, limit = min((tries[r.name] for r in failed), key=lambda t: t[1] - t[0])
+    lines = [
+        f"⚠️ Quality Gate Failures (attempt {now}/{limit})",
+        "",
+        "The following quality gates failed:",
+    ]
+    for result in failed:
+        used, most = tries[result.name]
+        lines += [
+            "",
+            f"❌ {result.name} (retry {used}/{most})",
+            f"Error: {result.summary}; the end of its output:",
+            fence_untrusted(result.output_tail(redact), redact, label=f"gate_output {result.name}"),
+        ]
+    lines += [
+        "",
+        "Please fix these issues and finish only when they are resolved.",
+        "Note: do NOT finish (do not write your output file) until all issues are resolved.",
+    ]
+    return "\n".join(lines)
+
+
+def sample_feedback(redact: Callable[[str], str]) -> str:
+    """A feedback message like a real one, to render the fix template's gate-feedback branch
+    before any agent runs."""
+    failed = GateResult("lint", True, False, 1, 0.0, "src/parser.py:42:101: E501 Line too long")
+    return feedback_message([failed], {"lint": (1, 3)}, redact)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """The last round of gate results, and the required gate that blocks (if one does)."""
+
+    results: tuple[GateResult, ...]
+    blocking: GateResult | None
+    retries: dict[str, int]  # feedback rounds spent per gate
+    failure: str | None = None  # the fixer itself failed during a feedback round
+
+    @property
+    def warnings(self) -> list[GateResult]:
+        return [r for r in self.results if not r.required and not r.passed]
+
+
+def run_gates(
+    gates: Sequence[QualityGate],
+    root: Path,
+    *,
+    default_max: int,
+    feedback: bool,
+    redact: Callable[[str], str],
+    env: Mapping[str, str] | None = None,
+    on_result: Callable[[GateResult, int], None],
+    send_back: Callable[[str, int, list[GateResult]], str | None],
+    can_block: bool = True,
+) -> GateOutcome:
+    """Run every gate in declared order; while a required gate fails and has retries left,
+    send the fixer back with the feedback and run them all again (the inner loop, same
+    models). A required gate out of retries blocks; optional gates never do, nor any gate when
+    `can_block` is false (workflow.enableQualityGate). A gate that cannot start ends the loop
+    with a failure: a configuration error, not something the fixer can fix."""
+    used = {g.name: 0 for g in gates}
+    by_name = {g.name: g for g in gates}
+    round_ = 1
+    while True:
+        results = []
+        for gate in gates:
+            result = run_gate(gate, root, env)
+            on_result(result, round_)
+            results.append(result)
+            if result.error is not None:
+                why = f"quality gate {gate.name} cannot start: {result.error} (see docs/gates.md)"
+                return GateOutcome(tuple(results), None, used, why)
+        failed = [r for r in results if r.required and not r.passed]
+        if not failed or not can_block:
+            return GateOutcome(tuple(results), None, used)
+        spent = [r for r in failed if used[r.name] >= max_retries(by_name[r.name], default_max)]
+        if spent or not feedback:
+            return GateOutcome(tuple(results), (spent or failed)[0], used)
+        for r in failed:
+            used[r.name] += 1
+        tries = {r.name: (used[r.name], max_retries(by_name[r.name], default_max)) for r in failed}
+        failure = send_back(feedback_message(failed, tries, redact), round_, failed)
+        if failure is not None:
+            return GateOutcome(tuple(results), None, used, failure)
+        round_ += 1
+
+
+def gate_rows(outcome: GateOutcome, redact: Callable[[str], str]) -> list[dict[str, object]]:
+    """The gates as post-fix-verification.json and close-summary.md report them."""
+    rows: list[dict[str, object]] = []
+    for r in outcome.results:
+        rows.append(
+            {
+                "name": r.name,
+                "required": r.required,
+                "passed": r.passed,
+                "exitCode": r.exit_code,
+                "summary": r.summary,
+                "retries": outcome.retries.get(r.name, 0),
+                "blocking": outcome.blocking is not None and outcome.blocking.name == r.name,
+                "outputTail": "" if r.passed else r.output_tail(redact),
+            }
+        )
+    return rows

@@ -1,0 +1,407 @@
+"""One ticket, attempt by attempt, phase by phase: the one place that wires the others.
+
+The machine decides which moves are legal, the escalation policies decide the models,
+detection and the gate decide blocked or closed. This module begins, resumes and chains the
+attempts (one attempt's phases run in tf_fsm.engine.attempt), persists each
+step (retry-state at every attempt boundary, the journal at every step; a phase's events cost
+one fsync, see TicketStore.batch) and reports progress.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.core import journal as ev
+from tf_fsm.core.escalation import (
+    NO_ATTEMPT_ALLOWED,
+    next_tier,
+    phase_plan,
+    resolve,
+    should_retry,
+    stopped,
+)
+from tf_fsm.core.machine import AttemptFacts
+from tf_fsm.core.resume import ResumePoint, gate_decided, resume_point
+from tf_fsm.core.state import (
+    RetryState,
+    new_state,
+    reopen_attempt,
+    start_attempt,
+)
+from tf_fsm.engine import context, same_failure
+from tf_fsm.engine.accounting import refuse_over_budget
+from tf_fsm.engine.api import Observer as Observer
+from tf_fsm.engine.api import Outcome as Outcome
+from tf_fsm.engine.api import OutcomeStatus as OutcomeStatus
+from tf_fsm.engine.api import QuietObserver as QuietObserver
+from tf_fsm.engine.api import RunOptions as RunOptions
+from tf_fsm.engine.attempt import run_attempt
+from tf_fsm.engine.context import AttemptContext, prior_failure
+from tf_fsm.engine.phases import PhaseRunner
+from tf_fsm.engine.prompts import PromptLibrary
+from tf_fsm.errors import TfFsmError
+from tf_fsm.executors import Executor, make_executor
+from tf_fsm.fs.atomic import json_text
+from tf_fsm.fs.confine import check_within
+from tf_fsm.process.strays import describe, end_finished
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.tk import tickets
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TicketRun:
+    def __init__(
+        self,
+        root: Path,
+        ticket_id: str,
+        options: RunOptions,
+        settings: LoadedSettings,
+        executor: Executor,
+        observer: Observer,
+        now: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.root, self.options, self.settings = root, options, settings
+        self.store = TicketStore(knowledge_dir(root, settings), ticket_id)  # validates the id
+        self.ticket_id = ticket_id
+        self.ticket = tickets.read(root, ticket_id)
+        self.executor, self.observer, self.now = executor, observer, now
+        self.prompts = PromptLibrary(root)
+
+    # -- persistence helpers --------------------------------------------------------------
+
+    def _event(
+        self, cls: type[ev.Event], attempt: int | None, flush: bool = True, **fields: Any
+    ) -> None:
+        """Journal an event. Written at once; `flush=False` leaves its fsync to the next flushed
+        event, so a phase's events cost one fsync, not four. Only events a resume does not
+        depend on (PhaseStarted, InvocationFinished, ...) go unflushed."""
+        event = cls(ts=ev.timestamp(self.now()), ticket=self.ticket_id, attempt=attempt, **fields)
+        self.store.append_event(event, durable=flush)
+
+    def flush(self) -> None:
+        self.store.sync()
+
+    def _save(self, state: RetryState) -> RetryState:
+        self.store.save_retry_state(state)
+        return state
+
+    def _outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
+        cur = state.current
+        return Outcome(
+            self.ticket_id,
+            status,
+            cur.attemptNumber if cur else 0,
+            runs,
+            state.retryCount,
+            self.settings.max_retries,
+            reason,
+        )
+
+    # -- the run --------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        self.executor.check()
+        # Where the run writes, checked before it writes anything (tf_fsm.fs.confine).
+        check_within(self.ticket.path, self.root)
+        self.store.check_paths()
+        # The batch ends (everything written made durable) before the lock is released, also
+        # on Ctrl-C mid-phase. What the agents left running ends with the run.
+        try:
+            with self.store.lock(loop=self.options.loop), self.store.batch():
+                return self._locked_run()
+        finally:
+            if ended := end_finished():
+                left = f"ended what the agents left running: {describe(ended)}"
+                self.observer.note(self.ticket_id, left)
+
+    def _locked_run(self) -> Outcome:
+        # The whole journal is read before anything else: a line that cannot be trusted stops
+        # the run here, not after an attempt's agents have been paid for.
+        events = self.store.read_events().events
+        if self.options.retry_reset:
+            backup = self.store.reset_retry_state(self.now())
+            if backup is not None:
+                self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
+                events = self.store.read_events().events  # with the reset it journaled
+        # Read again under the lock: another runner may have closed it meanwhile.
+        self.ticket = tickets.read(self.root, self.ticket_id)
+        return self._drive(self.store.load_retry_state(), events)
+
+    def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
+        cur = state.current if state else None
+        if state is not None and cur is not None and cur.status == "closed":
+            if self.ticket.status == "closed":
+                return self._outcome(state, "already_closed", 0, "ticket is already closed")
+            if not self._closed_in_tk(cur.attemptNumber, cur.startedAt):
+                # The run that closed the attempt died before it closed the tk ticket.
+                self._close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
+                return self._outcome(state, "already_closed", 0, "ticket closed (tk updated)")
+        if state is not None and state.has_open_attempt:
+            attempt, state = self._resume(state, events)
+        else:
+            if state is None and self.settings.max_retries == 0:
+                return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, NO_ATTEMPT_ALLOWED)
+            if state is not None and not should_retry(state, self.settings):
+                reason = (
+                    f"max retries ({self.settings.max_retries}) exceeded: blocked after "
+                    f"{state.retryCount} attempts; "
+                    f"`tf-fsm run {self.ticket_id} --retry-reset` starts over"
+                )
+                if stopped(state):
+                    reason = same_failure.stop_reason(state, self.ticket_id)
+                return self._outcome(state, "exhausted", 0, reason)
+            if (refused := refuse_over_budget(self, state)) is not None:
+                return refused
+            attempt, state = self._begin(state, self.next_trigger(state))
+        runs = 1
+        while True:
+            state, status, reason = run_attempt(self, attempt, state)
+            if status in ("closed", "error", "waiting"):
+                return self._outcome(state, status, runs, reason)
+            if stopped(state):
+                reason = same_failure.stop(self, state)  # the same failure, nowhere to go
+                return self._outcome(state, "exhausted", runs, reason)
+            if not should_retry(state, self.settings):
+                self._exhausted(state)
+                return self._outcome(state, "exhausted", runs, reason)
+            if not self.settings.workflow.escalation.enabled or self.options.once:
+                return self._outcome(state, "blocked", runs, reason)
+            if (refused := refuse_over_budget(self, state)) is not None:
+                return dataclasses.replace(refused, attempts_run=runs)
+            attempt, state = self._begin(state, "quality_gate")
+            runs += 1
+
+    def _exhausted(self, state: RetryState) -> None:
+        cur = state.current
+        number = cur.attemptNumber if cur else None
+        self._event(
+            ev.RetriesExhausted,
+            number,
+            retryCount=state.retryCount,
+            maxRetries=self.settings.max_retries,
+        )
+        note = (
+            f"tf-fsm: blocked after {state.retryCount} attempts (max retries "
+            f"{self.settings.max_retries}); see {self.store.dir / 'close-summary.md'}"
+        )
+        self._edit_ticket(lambda text: tickets.with_note(text, note, self.now()))
+
+    def _edit_ticket(self, change: Callable[[str], str]) -> None:
+        from tf_fsm.storage.store import atomic_write_text
+
+        path = self.ticket.path
+        # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
+        atomic_write_text(path, change(path.read_bytes().decode("utf-8")), within=self.root)
+
+    # -- attempt boundaries -------------------------------------------------------------------
+
+    def next_trigger(self, state: RetryState | None) -> str:
+        """The trigger of the next new attempt (read-only; `run --plan` asks it too)."""
+        cur = state.current if state else None
+        if state is None or cur is None or cur.status == "closed":
+            return "initial"
+        if self._auto_retry_due(state):
+            return "quality_gate"  # the crashed run was about to start it itself
+        return self.options.retry_trigger
+
+    def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
+        """What the next new attempt would run with (read-only; `run --plan` shows it)."""
+        number = state.next_attempt_number if state else 1
+        tier = next_tier(state, self.settings)  # the curve's, or above it after a same failure
+        resolution = resolve(
+            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
+        )
+        plan = phase_plan(number, self.settings, self.options.research, resolution)
+        facts = AttemptFacts(
+            self.ticket_id,
+            attempt=number,
+            retries_left=1,  # checked by should_retry just before; the guard re-checks it
+            runs=frozenset(p for p, (runs, _) in plan.items() if runs),
+        )
+        fail_on = list(self.settings.workflow.failOn)
+        prior = (
+            prior_failure(state, self.store.read_artifact, fail_on, self.store.redactor)
+            if state
+            else None
+        )
+        return AttemptContext(number, trigger, resolution, plan, facts, prior)
+
+    def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
+        state = state or new_state(self.ticket_id, self.now())
+        attempt = self.new_attempt_context(state, trigger)
+        number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
+        prior = attempt.prior_failure
+        PhaseRunner(self, attempt).check_templates()  # before anything is written
+        state = self._save(
+            start_attempt(
+                state,
+                trigger=trigger,
+                escalation=resolution.escalation_record(),
+                fail_on=list(self.settings.workflow.failOn),
+                now=self.now(),
+                tier=resolution.tier,
+            )
+        )
+        # Unflushed: made durable with the first phase's events (a crash before that is
+        # resumed from retry-state.json, which journals the start again).
+        self._journal_start(attempt, flush=False)
+        escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
+        if escalated:
+            reason = "; ".join(resolution.roles[r].reason for r in escalated)
+            self._event(
+                ev.EscalationApplied, number, flush=False, roles=escalated, tier=resolution.tier,
+                reason=reason,
+            )  # fmt: skip
+        if number > 1 and not plan["research"][0] and self.options.research is not False:
+            self._event(
+                ev.ResearchSkippedOnRetry,
+                number,
+                flush=False,
+                attemptCount=number - 1,
+                lastFailureKind=prior["kind"] if prior else "unknown",
+            )
+        self._write_chain_context(attempt)
+        self._mark_in_progress()
+        return attempt, state
+
+    def _mark_in_progress(self) -> None:
+        if self.ticket.status == "open":
+            self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
+            self.ticket = tickets.read(self.root, self.ticket_id)
+
+    def _close_note(self, number: int, started: str) -> str:
+        return f"tf-fsm: closed attempt {number} (started {started})"
+
+    def _closed_in_tk(self, number: int, started: str) -> bool:
+        return self._close_note(number, started) in self.ticket.body
+
+    def _close_tk(self, number: int, started: str, reason: str) -> None:
+        """`status: closed` and a note, as `tk close` and `tk add-note` write them. The note
+        names the attempt, so a ticket reopened later by a person is told apart."""
+        note = f"{self._close_note(number, started)}: quality gate passed; {reason}"
+        note += f". Artifacts: {self.store.dir}"
+        self._edit_ticket(
+            lambda text: tickets.with_note(
+                tickets.with_field(text, "status", "closed"), note, self.now()
+            )
+        )
+        self.ticket = tickets.read(self.root, self.ticket_id)
+
+    def _journal_start(self, attempt: AttemptContext, flush: bool = True) -> None:
+        res = attempt.resolution
+        self._event(
+            ev.AttemptStarted,
+            attempt.number,
+            flush=flush,
+            trigger=attempt.trigger,
+            escalation=res.escalation_record().to_json_dict(),
+            models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
+        )
+
+    def _auto_retry_due(self, state: RetryState) -> bool:
+        """Did the run that blocked the current attempt mean to retry at once?"""
+        cur = state.current
+        if cur is None or cur.status != "blocked":
+            return False
+        blocked = [
+            e
+            for e in self.store.read_events().events
+            if isinstance(e, ev.TicketBlocked) and e.attempt == cur.attemptNumber
+        ]
+        return bool(blocked) and blocked[-1].autoRetry
+
+    def _write_chain_context(self, attempt: AttemptContext) -> None:
+        data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
+        self.store.write_artifact("chain-context.json", json_text(data))
+
+    def _resume(
+        self, state: RetryState, events: list[ev.Event]
+    ) -> tuple[AttemptContext, RetryState]:
+        cur = state.current
+        if cur is None:
+            raise ValueError("nothing to resume")
+        point = self.resume_target(cur.attemptNumber, events)
+        phase = point.phase
+        attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
+        attempt.facts.resume_phase = phase
+        attempt.resumed_from = cur.status
+        attempt.finished = point.finished and phase == "close"
+        state = self._save(reopen_attempt(state, self.now()))
+        started = any(
+            isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
+        )
+        if not started:  # killed between saving the attempt and journaling it
+            self._journal_start(attempt)
+        # The attempt may have died before these were written; they are cheap to write again.
+        self._write_chain_context(attempt)
+        self._mark_in_progress()
+        self._event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
+        self.observer.note(
+            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
+        )
+        return attempt, state
+
+    def resume_target(self, attempt: int, events: list[ev.Event]) -> ResumePoint:
+        """The first phase of `attempt` that is not complete, and why (read-only)."""
+        return resume_point(attempt, events, self.store.seen, gate_decided(self.store))
+
+    def _attempt_from_context(
+        self, number: int, trigger: str, tier: int | None = None
+    ) -> AttemptContext:
+        """The resumed attempt runs with the models, tier and plan it started with."""
+        resolution = resolve(
+            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
+        )
+        plan = phase_plan(number, self.settings, self.options.research, resolution)
+        facts = AttemptFacts(
+            self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
+        )
+        fresh = AttemptContext(number, trigger, resolution, plan, facts)
+        saved = context.load_saved(self.store.chain_context_path)
+        return context.restore(saved, fresh, self.store.chain_context_path, self.store.redactor)
+
+    # -- one attempt ------------------------------------------------------------------------
+
+
+def run_ticket(
+    root: Path,
+    ticket_id: str,
+    options: RunOptions | None = None,
+    *,
+    settings: LoadedSettings | None = None,
+    executor: Executor | None = None,
+    observer: Observer | None = None,
+    now: Callable[[], datetime] = utc_now,
+) -> Outcome:
+    settings = settings or load_settings(root, record=True)
+    executor = executor or make_executor(settings, root)
+    run = TicketRun(
+        root,
+        ticket_id,
+        options or RunOptions(),
+        settings,
+        executor,
+        observer or QuietObserver(),
+        now,
+    )
+    return run.run()
+
+
+class RetriesExhaustedError(TfFsmError):
+    """Raised by callers that want an exception rather than an Outcome."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"{self.outcome.ticket_id}: {self.outcome.reason}"

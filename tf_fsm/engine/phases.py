@@ -1,0 +1,403 @@
+"""What each phase does: `PhaseRunner` runs one phase's agent invocations and the reports
+tf_fsm writes itself. Which phases an attempt runs is `escalation.phase_plan` (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tf_fsm._json_input import load_json
+from tf_fsm.core import journal as ev
+from tf_fsm.core.detection import blocking_counts, parse_review, uncountable_review
+from tf_fsm.core.machine import PHASES
+from tf_fsm.core.reports import (
+    REVIEW_FILES,
+    merge_reviews,
+    render_close_summary,
+    render_post_fix_verification,
+    zero_counts,
+)
+from tf_fsm.core.state import SEVERITIES
+from tf_fsm.engine.attempt_gates import check_before_attempt, run_attempt_gates
+from tf_fsm.engine.context import AttemptContext, prompt_context, ticket_view
+from tf_fsm.engine.gates import gate_rows
+from tf_fsm.engine.prompts import template_for
+from tf_fsm.errors import CorruptStateError
+from tf_fsm.executors import Invocation, OutputMark
+from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
+from tf_fsm.fs.atomic import json_text
+from tf_fsm.settings.load import REVIEWER_ROLES
+
+if TYPE_CHECKING:
+    from tf_fsm.engine.orchestrator import TicketRun
+
+#: what a phase returns instead of a failure when a hand-off artifact has not arrived yet
+WAITING = "waiting"
+
+#: phase -> (role, artifact) for the single-role phases
+SINGLE_ROLE: dict[str, tuple[str, str]] = {
+    "research": ("researcher", "research.md"),
+    "implement": ("worker", "implementation.md"),
+    "fix": ("fixer", "fixes.md"),
+    "close": ("closer", "close-notes.md"),
+}
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class PhaseRunner:
+    """Runs the phases of one attempt; returns a one-line failure or None from `run`."""
+
+    def __init__(self, run: TicketRun, attempt: AttemptContext) -> None:
+        self.run_, self.attempt = run, attempt
+        self.store = run.store
+        self.wf = run.settings.workflow
+        self.fail_on = list(self.wf.failOn)
+        self.pre_counts: dict[str, int] = self._counts_from("review.md")
+        self.post_counts: dict[str, int] = dict(self.pre_counts)
+        self.gate_reason = ""
+        self.gate_rows: list[dict[str, Any]] = []
+        self.waiting: str | None = None
+
+    def restore_gate(self) -> None:
+        """A run resumed at close takes the gate decided by this attempt's verify phase."""
+        raw = self.store.read_artifact("post-fix-verification.json")
+        try:
+            data = load_json(raw) if raw else {}
+        except ValueError as exc:  # it says it holds a verdict, but the verdict cannot be read
+            path = self.store.dir / "post-fix-verification.json"
+            raise CorruptStateError(path, f"not valid JSON: {exc}") from None
+        if "verification_passed" not in data:
+            return  # the resume already moved back to verify (TicketRun._resume)
+        self.attempt.facts.gate_passed = bool(data["verification_passed"])
+        self.post_counts = summary_counts(data.get("post_fix_counts", {}))
+        self.gate_reason = str(data.get("reason", ""))
+
+    def run(self, phase: str) -> str | None:
+        self.run_._event(
+            ev.PhaseStarted, self.attempt.number, flush=False, phase=phase, roles=self._roles(phase)
+        )
+        failure: str | None = getattr(self, f"_{phase}")()
+        if failure is None:
+            artifact = self._primary(phase)
+            data = (self.store.dir / artifact).read_bytes()
+            self.run_._event(
+                ev.PhaseCompleted,
+                self.attempt.number,
+                # close is followed at once by TicketClosed/TicketBlocked: one fsync for both
+                flush=phase != "close",
+                phase=phase,
+                artifact=artifact,
+                sha256=_sha256(data),
+            )
+        return failure
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _roles(self, phase: str) -> list[str]:
+        if phase in ("review", "verify"):
+            return [r for r in self.wf.enableReviewers if r in REVIEWER_ROLES]
+        if phase == "close" and not self.wf.enableCloser:
+            return []
+        return [SINGLE_ROLE[phase][0]]
+
+    @staticmethod
+    def _primary(phase: str) -> str:
+        return {
+            "review": "review.md",
+            "verify": "post-fix-verification.md",
+            "close": "close-summary.md",
+        }.get(phase, SINGLE_ROLE.get(phase, ("", ""))[1])
+
+    def _counts_from(self, name: str) -> dict[str, int]:
+        text = self.store.read_artifact(name)
+        return parse_review(text).counts if text else zero_counts()
+
+    def _invoke(
+        self,
+        phase: str,
+        role: str,
+        artifact: str,
+        prompt: str | None = None,
+        label: str | None = None,
+    ) -> str | None:
+        """Run one agent invocation; `prompt` is given when it carries gate feedback."""
+        run, n = self.run_, self.attempt.number
+        chosen = self.attempt.resolution.roles[role]
+        output = self.store.dir / artifact
+        if prompt is None:  # rendered when the attempt began (check_templates), or now
+            prompt = self.attempt.prompts.get((phase, role, artifact))
+        if prompt is None:
+            prompt = self.render(phase, role, artifact)
+        prompt = run.store.redactor(prompt)
+        label = label or f"{phase}-{role}"
+        # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
+        prompt_file = run.store.write_artifact(
+            f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True, sync_dir=False
+        )
+        log_name = f"logs/attempt-{n}/{label}.log"
+        invocation = Invocation(
+            ticket_id=run.ticket_id,
+            phase=phase,
+            role=role,
+            model=chosen.model,
+            thinking=chosen.thinking,
+            attempt=n,
+            root=run.root,
+            artifact_dir=self.store.dir,
+            output=output,
+            prompt=prompt,
+            prompt_file=prompt_file,
+            chain_context=self.store.chain_context_path,
+            log_file=self.store.dir / log_name,
+            timeout=run.settings.settings.executor.timeoutSeconds,
+        )
+        conf = run.settings.settings.executor
+        restarts = 0
+        while True:
+            mark = OutputMark.of(output)
+            run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
+            result = run.executor.invoke(invocation)
+            if result.waiting:
+                run.store.write_artifact(log_name, result.log, sync_dir=False)
+                run._event(
+                    ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
+                    promptFile=str(prompt_file),
+                )  # fmt: skip
+                self.waiting = f"{phase} ({role}) waits for {output} (prompt: {prompt_file})"
+                run.observer.note(run.ticket_id, f"attempt {n} {phase}: waiting for {output.name}")
+                return WAITING
+            failure, failure_class = result.failure, result.failure_class
+            if result.ok and not result.accepted_existing and not mark.written_since(output):
+                failure = f"the agent exited 0 but did not write its output {artifact}"
+                failure_class = NO_OUTPUT
+            # read once, after the written check (a redaction rewrite would look like a write)
+            written = run.store.redact_agent_file(output)  # the agent's file holds no secret
+            if failure is None and phase in ("review", "verify"):
+                failure = uncountable_review(written[1] if written else "", artifact)
+                failure_class = UNCOUNTABLE if failure else None
+            if failure is not None and failure_class is None:
+                failure_class = CRASH  # an executor that does not classify: a failed process
+            ok = failure is None
+            restart = failure_class in TRANSIENT and restarts < conf.maxRestarts
+            # A try that is restarted keeps its log apart, as the evidence for the restart.
+            name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
+            log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
+            run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
+            sha = written[0] if written else None
+            run._event(
+                ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
+                artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),
+                usage=result.usage.to_json() if result.usage else None,
+                failureClass=failure_class,
+            )  # fmt: skip
+            if ok:
+                return None
+            if restart:
+                restarts += 1
+                delay = backoff_delay(restarts, conf.restartBackoffSeconds)
+                run._event(
+                    ev.InvocationRestarted, n, phase=phase, role=role,
+                    failureClass=failure_class, attemptNo=restarts, delay=round(delay, 3),
+                    failure=str(failure),
+                )  # fmt: skip
+                run.observer.note(
+                    run.ticket_id,
+                    f"attempt {n} {phase} ({role}): {failure_class}: {failure}; restart "
+                    f"{restarts}/{conf.maxRestarts} in {delay:.1f}s",
+                )
+                time.sleep(delay)
+                continue
+            break
+        tries = f" ({restarts} restarts)" if restarts else ""
+        message = (
+            f"{phase} ({role}, {chosen.model}) failed{tries} [{failure_class}]: {failure}; "
+            f"log: {log_path}"
+        )
+        run._event(
+            ev.PhaseFailed, n, phase=phase, role=role, failure=failure,
+            exitCode=result.exit_code, stderrTail=result.stderr_tail, log=str(log_path),
+            failureClass=failure_class,
+        )  # fmt: skip
+        return message
+
+    def _context(
+        self, phase: str, role: str, output: Path, gate_feedback: str | None = None
+    ) -> dict[str, Any]:
+        run = self.run_
+        return prompt_context(
+            self.attempt,
+            phase,
+            self.attempt.resolution.roles[role],
+            ticket=ticket_view(run.ticket),
+            artifact_dir=self.store.dir,
+            output=output,
+            chain_context=self.store.chain_context_path,
+            flags=run.options.flags(),
+            fail_on=self.fail_on,
+            gate_feedback=gate_feedback,
+        )
+
+    def invocations(self) -> list[tuple[str, str, str]]:
+        """(phase, role, artifact) of every agent invocation this attempt may make."""
+        out: list[tuple[str, str, str]] = []
+        for phase in PHASES:
+            if phase not in self.attempt.facts.runs:
+                continue
+            for role in self._roles(phase):
+                if phase in ("review", "verify"):
+                    prefix = "post-fix-" if phase == "verify" else ""
+                    out.append((phase, role, prefix + REVIEW_FILES[role]))
+                else:
+                    out.append((phase, role, SINGLE_ROLE[phase][1]))
+        return out
+
+    def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
+        context = self._context(phase, role, self.store.dir / artifact, gate_feedback)
+        return self.run_.prompts.render(template_for(phase, role), context)
+
+    def check_templates(self) -> None:
+        """Render every template this attempt will use, so a template that uses a variable the
+        orchestrator does not provide fails before the first phase, not in the middle (the fix
+        template with a sample gate feedback too). The prompts are kept for the phases (without
+        gate feedback they are the same text). Then check that every quality gate can start."""
+        for phase, role, artifact in self.invocations():
+            self.attempt.prompts[phase, role, artifact] = self.render(phase, role, artifact)
+        check_before_attempt(self)
+
+    def _reviewers(
+        self, phase: str, prefix: str, merged_name: str, title: str
+    ) -> tuple[str | None, dict[str, int]]:
+        texts: dict[str, str] = {}
+        for role in self._roles(phase):
+            name = prefix + REVIEW_FILES[role]
+            failure = self._invoke(phase, role, name)
+            if failure:
+                return failure, {}
+            texts[role] = self.store.read_artifact(name) or ""
+        merged = merge_reviews(self.run_.ticket_id, texts, title)
+        self.store.write_artifact(merged_name, merged.text)
+        return None, merged.counts
+
+    # -- the phases -------------------------------------------------------------------------
+
+    def _research(self) -> str | None:
+        return self._invoke("research", *SINGLE_ROLE["research"])
+
+    def _implement(self) -> str | None:
+        return self._invoke("implement", *SINGLE_ROLE["implement"])
+
+    def _review(self) -> str | None:
+        failure, counts = self._reviewers("review", "", "review.md", "Review")
+        if failure:
+            return failure
+        self.pre_counts = self.post_counts = counts
+        facts = self.attempt.facts
+        if self.wf.enableFixer and not blocking_counts(counts, self.fail_on):
+            facts.runs = facts.runs - {"fix"}
+            self.attempt.plan["fix"] = (False, "review.md has no failOn findings")
+            self.run_._write_chain_context(self.attempt)  # a resume must see the same plan
+        return None
+
+    def _fix(self) -> str | None:
+        return self._invoke("fix", *SINGLE_ROLE["fix"])
+
+    def _verify(self) -> str | None:
+        mode: str = self.wf.postFixVerification
+        fix_ran = "fix" in self.attempt.facts.runs
+        if not fix_ran:
+            mode, post = "no-fix", dict(self.pre_counts)
+        elif mode == "rereview":
+            failure, post = self._reviewers(
+                "verify", "post-fix-", "post-fix-review.md", "Post-Fix Review"
+            )
+            if failure:
+                return failure
+        else:
+            fixed = self._counts_from("fixes.md")
+            post = {s: max(0, self.pre_counts.get(s, 0) - fixed.get(s, 0)) for s in SEVERITIES}
+        self.post_counts = post
+        blocking = blocking_counts(post, self.fail_on)
+        listed = ", ".join(self.fail_on) or "none"
+        if not self.wf.enableQualityGate:
+            passed, reason = True, "workflow.enableQualityGate is false: nothing blocks"
+        elif blocking:
+            passed = False
+            items = ", ".join(f"{s}: {c}" for s, c in blocking.items())
+            reason = f"post-fix counts {items} (failOn: {listed})"
+        else:
+            passed = True
+            reason = f"no failOn severity remains after the fix (failOn: {listed})"
+        self.run_._event(
+            ev.GateEvaluated,
+            self.attempt.number,
+            flush=False,  # durable with the phase's completion; a crash re-runs the verify
+            name="review-counts",
+            passed=passed,
+            counts=post,
+            failOn=self.fail_on,
+            source="post-fix-verification",
+            reason=reason,
+        )
+        gates = run_attempt_gates(self, feedback=passed) if self.wf.qualityGates else None
+        if gates is not None and gates.failure:
+            return gates.failure
+        if gates is not None and gates.blocking is not None:  # never with the gate disabled
+            blocker = gates.blocking
+            why = (
+                f"quality gate {blocker.name} failed ({blocker.summary}) after "
+                f"{gates.retries[blocker.name]} fix retries"
+            )
+            reason = why if passed else f"{reason}; {why}"
+            passed = False
+        self.attempt.facts.gate_passed = passed
+        self.gate_reason = reason
+        self.gate_rows = gate_rows(gates, self.store.redactor) if gates else []
+        md, data = render_post_fix_verification(
+            self.run_.ticket_id,
+            mode=mode,
+            pre=self.pre_counts,
+            post=post,
+            fail_on=self.fail_on,
+            passed=passed,
+            reason=reason,
+            gates=self.gate_rows,
+        )
+        self.store.write_artifact("post-fix-verification.md", md)
+        self.store.write_artifact("post-fix-verification.json", json_text(data))
+        return None
+
+    def _close(self) -> str | None:
+        if self.wf.enableCloser:
+            failure = self._invoke("close", *SINGLE_ROLE["close"])
+            if failure:
+                return failure
+        closed = self.attempt.facts.gate_passed is True
+        state = self.store.load_retry_state()
+        retry_count = state.retryCount if state else 0
+        res = self.attempt.resolution
+        escalated = {r: res.roles[r].model for r in res.escalated_roles}
+        after = retry_count if closed else retry_count + 1
+        summary = render_close_summary(
+            self.run_.ticket_id,
+            closed=closed,
+            attempt=self.attempt.number,
+            trigger=self.attempt.trigger,
+            counts=self.post_counts,
+            fail_on=self.fail_on,
+            escalated=escalated,
+            reason=self.gate_reason,
+            retry_count=0 if closed else after,
+            max_retries=self.run_.settings.max_retries,
+            gates=self.gate_rows,
+        )
+        self.store.write_artifact("close-summary.md", summary)
+        return None
+
+
+def summary_counts(data: dict[str, Any]) -> dict[str, int]:
+    return {s: int(data.get(s, 0)) for s in SEVERITIES}

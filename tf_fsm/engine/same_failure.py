@@ -1,0 +1,103 @@
+"""The same-failure short-circuit inside a run: the blocked attempt's signature, the
+decision, and what the ticket and the journal are told. The rule itself is pure
+(`escalation.same_failure`); this module only reads the attempt's artifacts and records.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tf_fsm._json_input import load_json
+from tf_fsm.core import journal as ev
+from tf_fsm.core.detection import extract_findings
+from tf_fsm.core.escalation import detect_same_failure, next_tier, should_retry
+from tf_fsm.core.signature import FailureSignature, failure_signature
+from tf_fsm.core.state import RetryState, update_current
+from tf_fsm.tk import tickets
+
+if TYPE_CHECKING:
+    from tf_fsm.engine.orchestrator import TicketRun
+    from tf_fsm.engine.phases import PhaseRunner
+
+STOP_REASON = "same-failure"
+HUMAN_NOTE = "needs a human: the same failure twice at the top tier"
+
+
+def attempt_signature(run: TicketRun, runner: PhaseRunner) -> FailureSignature | None:
+    """The blocked attempt's signature: the findings that remain after the fix (the post-fix
+    re-review's, else review.md's), its post-fix counts and the gate commands that failed."""
+    read = run.store.read_artifact
+    try:
+        mode = load_json(read("post-fix-verification.json") or "{}").get("mode")
+    except (ValueError, AttributeError):
+        mode = None
+    remaining = read("post-fix-review.md") if mode == "rereview" else None
+    findings = extract_findings(remaining or read("review.md") or "")
+    gates = [
+        str(row["name"])
+        for row in runner.gate_rows
+        if not row.get("passed") and (row.get("blocking") or row.get("required"))
+    ]
+    fail_on = list(run.settings.workflow.failOn)
+    return failure_signature(fail_on, findings, runner.post_counts, gates)
+
+
+def after_blocked(run: TicketRun, state: RetryState, runner: PhaseRunner) -> RetryState:
+    """Record the blocked attempt's signature and, when it repeats the previous attempt's
+    and retries are left, the short-circuit's decision (journaled; a stop is persisted as
+    `stopReason`, so no later run or backlog loop starts another attempt)."""
+    signature = attempt_signature(run, runner)
+    if signature is None:
+        return state
+    state = update_current(state, failureSignature=signature.digest)
+    if not should_retry(state, run.settings):
+        return state  # the retries are spent anyway: RetriesExhausted tells the story
+    decision = detect_same_failure(state, run.settings)
+    if decision is None:
+        return state
+    stop = decision.action == "stop"
+    tier = None if stop else next_tier(state, run.settings)
+    record = {"previousAttempt": decision.previous, "action": decision.action, "nextTier": tier}
+    state = update_current(state, sameFailure=record)
+    if stop:
+        state = state.model_copy(update={"stopReason": STOP_REASON, "status": "blocked"})
+    run._event(
+        ev.SameFailureDetected,
+        decision.attempt,
+        previousAttempt=decision.previous,
+        signature=decision.signature,
+        entries=list(signature.entries),
+        action=decision.action,
+        tier=decision.tier,
+        nextTier=tier,
+        mode=run.settings.workflow.escalation.sameFailure,
+        reason=decision.reason,
+    )
+    return state
+
+
+def _pair(state: RetryState) -> str:
+    cur = state.current
+    info = (cur.sameFailure if cur else None) or {}
+    number = cur.attemptNumber if cur else "?"
+    signature = cur.failureSignature if cur else "?"
+    return (
+        f"attempts {info.get('previousAttempt', '?')} and {number} failed the same way "
+        f"(signature {signature})"
+    )
+
+
+def stop_reason(state: RetryState, ticket_id: str) -> str:
+    return (
+        f"{STOP_REASON}: {_pair(state)}; needs a human; "
+        f"`tf-fsm run {ticket_id} --retry-reset` starts over"
+    )
+
+
+def stop(run: TicketRun, state: RetryState) -> str:
+    """The run ends on a same-failure stop: a tk note for a person, and the reason."""
+    mode = run.settings.workflow.escalation.sameFailure
+    what = HUMAN_NOTE if mode == "skip-tier" else "needs a human: the same failure twice in a row"
+    note = f"tf-fsm: {what}: {_pair(state)}; see {run.store.dir / 'close-summary.md'}"
+    run._edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
+    return stop_reason(state, run.ticket_id)

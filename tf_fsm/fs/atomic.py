@@ -1,0 +1,213 @@
+"""Atomic, durable file writes: a temp file in the same directory, fsync, rename, and (unless
+the caller groups it, see TicketStore.batch) an fsync of the directory. A crash leaves the
+old content or the new, never a torn file.
+
+Every write names its boundary (`within`): tf_fsm.fs.confine refuses one that a symlink would
+lead out of it. `within=None` is only for a path the user named on the command line. A disk
+that refuses a write (full, read-only, not permitted) raises StorageError naming the file and
+the operation.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.errors import StorageError, UnsafePathError
+from tf_fsm.fs.confine import check_within
+
+#: errors that say the disk or its permissions refused the write, not that tf_fsm is wrong
+REFUSED = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+)
+
+
+@contextmanager
+def disk_errors(path: Path, operation: str) -> Iterator[None]:
+    """Turn the disk refusing `operation` on `path` into StorageError (a bad environment, not
+    an internal error); any other OSError is left as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in REFUSED:
+            raise
+        reason = os.strerror(exc.errno) if exc.errno is not None else str(exc)
+        raise StorageError(path, operation, reason) from None
+
+
+def make_dirs(directory: Path, *, within: Path | None) -> None:
+    """`mkdir -p` under the boundary rule."""
+    if within is not None:
+        check_within(directory, within)
+    with disk_errors(directory, "create the directory"):
+        directory.mkdir(parents=True, exist_ok=True)
+
+
+def fsync_dir(directory: Path) -> None:
+    # A rename or a new file is only durable once the directory entry is.
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _umask() -> int:
+    # os.umask can only be read by setting it, so it is read once and put straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_TEMP_COUNTER = itertools.count()
+
+
+def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
+    """A new `.<name>.<pid>.<n>.tmp` beside `path`. Cheaper than mkstemp's random names, and
+    the same `.*.tmp` shape the lock's sweep removes after a crash."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_COUNTER)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
+        except FileExistsError:  # left by a dead process with our pid: take the next number
+            continue
+
+
+def atomic_write_bytes(
+    path: Path,
+    data: bytes,
+    *,
+    within: Path | None,
+    sync_dir: bool = True,
+    durable: bool = True,
+) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content.
+    `sync_dir=False` skips the directory fsync that makes the rename itself durable: for copies
+    kept for people to read (prompts, logs), where a crash may lose the newest copy but never
+    leaves a torn one. `durable=False` skips every fsync, for a file that describes only the
+    running process (the lock's owner note): readers still never see it half written."""
+    if within is not None:
+        check_within(path, within)
+    with disk_errors(path, "write"):
+        _replace(path, data, sync_dir=sync_dir, durable=durable)
+
+
+def _replace(path: Path, data: bytes, *, sync_dir: bool, durable: bool) -> None:
+    try:
+        # keep the mode the file had, or what a plain open() would give
+        mode = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    try:
+        fd, tmp = _open_temp(path, mode)
+    except FileNotFoundError:  # the directory is new: made only then, not checked every write
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _open_temp(path, mode)
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    if sync_dir and durable:
+        fsync_dir(path.parent)
+
+
+def atomic_write_text(
+    path: Path,
+    text: str,
+    *,
+    within: Path | None,
+    sync_dir: bool = True,
+    durable: bool = True,
+) -> None:
+    atomic_write_bytes(
+        path, text.encode("utf-8"), within=within, sync_dir=sync_dir, durable=durable
+    )
+
+
+def json_text(obj: Any) -> str:
+    """Pretty JSON (2-space indent, UTF-8) with a trailing newline. Encoded by pydantic-core,
+    ten times faster than the json module's pure-Python indenting encoder. The text is the same
+    but for small floats, where it agrees with JavaScript's JSON.stringify, pi-ticketflow's
+    writer (1e-05 is written 0.00001). An object JSON has no form for is a TypeError."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    try:
+        return to_json(obj, indent=2, inf_nan_mode="constants").decode("utf-8") + "\n"
+    except PydanticSerializationError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def atomic_write_json(path: Path, obj: Any, *, within: Path | None) -> None:
+    """Pretty JSON (2-space indent, UTF-8, trailing newline), the way pi-ticketflow writes it.
+    Serialized before the temp file exists, so an unserializable object leaves nothing behind."""
+    atomic_write_text(path, json_text(obj), within=within)
+
+
+def open_no_follow(path: Path, flags: int, *, within: Path | None, operation: str) -> int:
+    """`os.open` for a file tf_fsm appends to or locks: checked against the boundary, and
+    refused (UnsafePathError) when the file itself is a symlink, even one inside the boundary
+    (the journal's append repairs a torn last line by truncating: through a link, it would cut
+    a file of the user's)."""
+    if within is not None:
+        check_within(path, within)
+    with disk_errors(path, operation):
+        try:
+            return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+    target = os.path.realpath(path)
+    raise UnsafePathError(path, target, within or path.parent, appended_link(target))
+
+
+def appended_link(target: str) -> str:
+    """Why a file tf_fsm appends to or locks may not be a symlink, even one inside the project."""
+    return f"is a symlink (to {target}), and tf-fsm appends to or locks this file"
+
+
+@contextmanager
+def exclusive(path: Path, *, within: Path | None) -> Iterator[None]:
+    """Hold an exclusive flock(2) on the lock file `path` (created, never through a symlink)
+    for the block: writers of one file take turns, across processes."""
+    import fcntl
+
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, within=within, operation="lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor drops the flock
+
+
+def append_durably(path: Path, data: bytes, *, within: Path | None) -> None:
+    """Append `data` to `path` (created if absent) and fsync it before returning."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    fd = open_no_follow(path, flags, within=within, operation="append to")
+    try:
+        with disk_errors(path, "append to"):
+            write_all(fd, data)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,0 +1,1 @@
+"""`tf-fsm ralph`: the backlog loop, its worker processes, `progress.md` and its live view."""

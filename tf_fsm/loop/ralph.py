@@ -1,0 +1,422 @@
+"""Ralph: the backlog loop. Picks the next ready tk ticket, runs its lifecycle in a worker
+process (`python -m tf_fsm run ID --once`), and goes on until nothing is ready, the iteration
+budget is spent, or Ctrl-C.
+
+Every ticket runs in its own process (forked from a server with tf_fsm already imported:
+ralph_worker.WorkerProcess) so the per-ticket OS lock (store.lock) is the one guard against a
+double run, whoever else is running tickets. The loop itself holds no state that a
+crash could lose: what a ticket has done is in its retry-state.json, so a restarted loop
+carries on where the killed one stopped (an attempt left in_progress is resumed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tf_fsm._json_input import load_json
+from tf_fsm.core.escalation import resolve, should_retry, stopped
+from tf_fsm.engine.accounting import budget_reason, over_budget
+from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
+from tf_fsm.fs.atomic import append_durably, make_dirs
+from tf_fsm.loop.progress_file import RunResult
+from tf_fsm.loop.view import Reporter
+from tf_fsm.loop.worker import (
+    LOCKED,
+    WorkerProcess,
+    lock_holder,
+    locked_reason,
+    log_tail,
+    open_attempt,
+    outcome_file,
+    read_state_json,
+    running_phase,
+    stop_server,
+    sweep_outcome_files,
+    wait_for_orphaned_workers,
+)
+from tf_fsm.process.strays import end_orphans, process_mark
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.tk import selection, tickets
+
+WORKER_LOCKED = 75
+WORKER_INTERRUPTED = 130
+RALPH_DIR = Path(".tf/ralph")
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    workers: int
+    max_iterations: int
+    resume_errors: bool = False
+    assignee: str | None = None
+    tag: str | None = None
+    poll_seconds: float = 0.1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the next run of a ticket will do (also what --dry-run prints)."""
+
+    ticket: str
+    title: str
+    attempt: int
+    trigger: str  # initial | ralph_retry | resume
+    escalated: dict[str, str]  # role -> model, for the roles escalated on that attempt
+    components: frozenset[str]
+    from_error: bool = False  # resumes an attempt that ended in error
+
+
+@dataclass(frozen=True)
+class Skip:
+    reason: str
+
+
+@dataclass
+class _Worker:
+    plan: Plan
+    proc: WorkerProcess
+    started: float
+    phase: str | None = None
+    signalled: int = 0  # how many of the loop's interrupts it has been passed
+
+
+@dataclass
+class LoopResult:
+    reason: str  # drained | max_iterations | interrupted
+    iterations: int
+    results: list[RunResult] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+class Loop:
+    def __init__(
+        self,
+        root: Path,
+        settings: LoadedSettings,
+        options: LoopOptions,
+        reporter: Reporter,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root, self.settings, self.options, self.reporter = root, settings, options, reporter
+        self.knowledge = knowledge_dir(root, settings)
+        self.ralph = settings.settings.ralph
+        self.now = now
+        self.running: dict[str, _Worker] = {}
+        self.runs: dict[str, int] = {}  # runs of each ticket in this loop, to requeue retries
+        self.resumed: set[str] = set()  # error attempts resumed in this loop (once each)
+        #: tickets this loop does not run again, and why: a worker failed outright (bad input,
+        #: a crash), or a hand-off attempt waits for its artifact
+        self.no_rerun: dict[str, str] = {}
+        self.result = LoopResult("drained", 0)
+        self.stopping = 0  # SIGINTs received
+        self._said: dict[str, str] = {}
+        self._scan_cache = tickets.ScanCache()
+        #: this loop, named for good: its workers note it with their ticket's lock
+        self.mark = process_mark()
+
+    # -- choosing ---------------------------------------------------------------------------
+
+    def candidates(self, backlog: tickets.Backlog) -> list[tickets.TkRecord]:
+        """Tickets to consider, best first: tk ready's order, except that a ticket already run
+        in this loop goes behind the ones not yet run (a blocked ticket is retried later, not
+        at once). A run killed mid-close needs no special case: tf_fsm closes the tk ticket
+        only after retry-state.json records the close, and repairs the tk file on the next
+        run of the ticket."""
+        lines = selection.ready(backlog, self.options.assignee, self.options.tag)
+        order = {line.record.id: i for i, line in enumerate(lines)}
+        ready = sorted(
+            (ln.record for ln in lines), key=lambda r: (self.runs.get(r.id, 0), order[r.id])
+        )
+        return [r for r in ready if r.id not in self.running]
+
+    def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
+        """Run it, or why not. Reads only this ticket's files."""
+        if rec.id in self.no_rerun:
+            return Skip(self.no_rerun[rec.id])
+        if rec.path.stem != rec.id:
+            return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
+        try:
+            store = TicketStore(self.knowledge, rec.id)
+        except InvalidTicketIdError as exc:
+            return Skip(str(exc))
+        try:
+            state = store.load_retry_state() if store.retry_state_path.exists() else None
+        except CorruptStateError as exc:
+            return Skip(f"corrupt {store.retry_state_path.name}: {exc.problem}")
+        cur = state.current if state else None
+        has_open = state is not None and state.has_open_attempt
+        if not has_open and not should_retry(state, self.settings):
+            if state is not None and stopped(state):
+                from tf_fsm.engine.same_failure import stop_reason
+
+                return Skip(stop_reason(state, rec.id))
+            return Skip(f"max retries ({self.settings.max_retries}) exceeded")
+        if not has_open and self.settings.workflow.escalation.maxCostUsd is not None:
+            spent = over_budget(store.read_events().events, self.settings)
+            if spent is not None:  # each run would be refused at once: do not spend iterations
+                return Skip(budget_reason(*spent))
+        if cur is not None and cur.status == "error":
+            if not self.options.resume_errors:
+                return Skip(
+                    f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
+                    "--resume-errors resumes it"
+                )
+            if rec.id in self.resumed:
+                return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
+        holder = lock_holder(store)
+        if holder:
+            return Skip(locked_reason(store, holder))
+        try:
+            tickets.read(self.root, rec.id)  # the parse `run` will do; a bad file is skipped
+        except TicketError as exc:
+            return Skip(f"malformed ticket file: {exc}")
+        if has_open and cur is not None:
+            number, trigger = cur.attemptNumber, "resume"
+        else:
+            number = state.next_attempt_number if state else 1
+            first = cur is None or cur.status == "closed"
+            trigger = "initial" if first else "ralph_retry"
+        resolution = resolve(number, self.settings)
+        escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
+        comps = selection.components(rec, self.ralph.componentTagPrefix)
+        from_error = cur is not None and cur.status == "error"
+        return Plan(rec.id, rec.title, number, trigger, escalated, comps, from_error)
+
+    def skip(self, ticket: str, reason: str) -> None:
+        self.result.skipped[ticket] = reason
+        if self._said.get(ticket) != reason:  # once per ticket (and again if the reason changes)
+            self._said[ticket] = reason
+            self.reporter.skipped(ticket, reason)
+
+    def plan_all(self) -> tuple[list[Plan], dict[str, str]]:
+        """--dry-run: what would start now, in order, ignoring worker slots and components."""
+        backlog = self.scan()
+        plans: list[Plan] = []
+        skipped: dict[str, str] = {}
+        for rec in self.candidates(backlog):
+            decision = self.assess(rec)
+            if isinstance(decision, Skip):
+                skipped[rec.id] = decision.reason
+            else:
+                plans.append(decision)
+        return plans, skipped
+
+    def scan(self) -> tickets.Backlog:
+        backlog = tickets.scan(tickets.tickets_dir(self.root), self._scan_cache)
+        for problem in backlog.problems:
+            key = f"{problem.path}"
+            if self._said.get(key) != problem.problem:
+                self._said[key] = problem.problem
+                self.reporter.note(f"warning: {problem}")
+        return backlog
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def run(self) -> LoopResult:
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        self.reporter.begin(self.options.workers, self.options.max_iterations)
+        self._clear_up_after_killed_runs()
+        try:
+            while True:
+                if not self.stopping:
+                    self._fill()
+                if not self.running:
+                    break
+                self._wait()
+        finally:
+            stop_server()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if self.stopping:
+            self.result.reason = "interrupted"
+        elif self.result.iterations >= self.options.max_iterations and self.plan_all()[0]:
+            self.result.reason = "max_iterations"  # stopped with work left, not drained
+        elif not self.result.iterations and self.result.skipped and all(
+            reason.startswith(LOCKED) for reason in self.result.skipped.values()
+        ):
+            self.result.reason = "locked"  # it did nothing: not a drain
+        self.reporter.end(self.result)
+        return self.result
+
+    def _clear_up_after_killed_runs(self) -> None:
+        """What a killed loop or run left: outcome files nobody will read, processes its agents
+        started, and workers still stopping (they end with their loop: waited for a while)."""
+        if stale := sweep_outcome_files(self.root / RALPH_DIR / "logs"):
+            self.reporter.note(
+                f"removed {len(stale)} outcome file(s) of a loop that was killed before reading "
+                f"them: {', '.join(stale)}"
+            )
+        if ended := end_orphans():
+            self.reporter.note(ended)
+        wait_for_orphaned_workers(
+            self.knowledge, self.reporter.note, self.options.poll_seconds, lambda: self.stopping
+        )
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only counted here; _wait passes it on (a handler that printed could interrupt a
+        # print in progress, and one that signalled could miss a worker being started).
+        self.stopping += 1
+
+    def _pass_on_interrupts(self) -> None:
+        if not self.stopping or all(w.signalled >= self.stopping for w in self.running.values()):
+            return
+        # The first Ctrl-C lets running tickets stop cleanly; the second does not wait.
+        sig = signal.SIGINT if self.stopping == 1 else signal.SIGKILL
+        for worker in self.running.values():
+            if worker.signalled < self.stopping:
+                worker.signalled = self.stopping
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.proc.pid, sig)
+        self.reporter.interrupted(len(self.running), self.stopping)
+
+    def _budget_left(self) -> bool:
+        return self.result.iterations < self.options.max_iterations
+
+    def _fill(self) -> None:
+        if len(self.running) >= self.options.workers or not self._budget_left():
+            return
+        allow = self.ralph.parallelAllowUntagged
+        for rec in self.candidates(self.scan()):
+            if len(self.running) >= self.options.workers or not self._budget_left():
+                return
+            if self.stopping:
+                return
+            busy = [w.plan.components for w in self.running.values()]
+            mine = selection.components(rec, self.ralph.componentTagPrefix)
+            if mine and not selection.may_run_beside(mine, busy, allow):
+                # It could not start now whatever its files say, so they are not read: once
+                # the running tickets hold every component, this pass would otherwise read
+                # every ready ticket's files (seconds on a 100k backlog). It is assessed, and
+                # a skip reported, in a pass where it could start.
+                continue
+            decision = self.assess(rec)
+            if isinstance(decision, Skip):
+                self.skip(rec.id, decision.reason)
+                continue
+            self.result.skipped.pop(rec.id, None)
+            if not selection.may_run_beside(decision.components, busy, allow):
+                if not decision.components and not allow:
+                    return  # an untagged ticket waits for the tree; nothing jumps ahead of it
+                continue
+            self._launch(decision)
+
+    def _launch(self, plan: Plan) -> None:
+        if plan.from_error:
+            self.resumed.add(plan.ticket)
+        logs = self.root / RALPH_DIR / "logs"
+        make_dirs(logs, within=self.root)
+        argv = ["--root", str(self.root), "run", plan.ticket, "--once", "--auto", "--json"]
+        log = logs / f"{plan.ticket}.log"
+        header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
+        append_durably(log, header.encode(), within=self.root)
+        held, out = outcome_file(logs, plan.ticket)
+        proc = WorkerProcess([*argv, "--ralph", self.mark], self.root, out, log, held)
+        self.running[plan.ticket] = _Worker(plan, proc, self.now())
+        self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
+        self.result.iterations += 1
+        self.reporter.started(plan, proc.pid, list(self.running))
+
+    def _wait(self) -> None:
+        """Until at least one worker has finished; refresh the phases meanwhile."""
+        last_look = 0.0
+        while True:
+            self._pass_on_interrupts()
+            done = [t for t, w in self.running.items() if w.proc.poll() is not None]
+            for ticket in done:
+                self._finish(self.running.pop(ticket))
+            if done:
+                return
+            if self.now() - last_look >= 0.5:
+                last_look = self.now()
+                self._look_at_phases()
+            self._nap()
+
+    def _nap(self) -> None:
+        """Up to `poll_seconds`, woken as soon as a worker exits: a plain sleep left each
+        finished worker's slot idle for half a poll on average."""
+        sentinels = [worker.proc.sentinel for worker in self.running.values()]
+        select.select(sentinels, [], [], self.options.poll_seconds)
+
+    def _look_at_phases(self) -> None:
+        for ticket, worker in self.running.items():
+            directory = self.knowledge / "tickets" / ticket
+            last = open_attempt(read_state_json(directory / "retry-state.json"))
+            if last is None:
+                continue  # not started yet: the last attempt is still the previous one
+            phase = running_phase(directory / "events.jsonl", last.get("attemptNumber", 0))
+            if phase is not None and phase != worker.phase:
+                worker.phase = phase
+                self.reporter.phase(ticket, worker.plan.attempt, phase, self.now() - worker.started)
+
+    def _finish(self, worker: _Worker) -> None:
+        out, code = worker.proc.result()
+        plan = worker.plan
+        data: dict[str, Any] = {}
+        for line in reversed(out.splitlines()):
+            try:
+                parsed = load_json(line)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict) and "status" in parsed:
+                data = parsed
+                break
+        if data:
+            outcome, reason = str(data["status"]), str(data.get("reason", ""))
+        elif code == WORKER_LOCKED:
+            outcome, reason = "locked", LOCKED
+        elif code in (WORKER_INTERRUPTED, -signal.SIGINT) or self.stopping:
+            outcome, reason = "interrupted", "interrupted; the attempt is resumable"
+        else:
+            outcome, reason = "failed", log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
+            self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
+        state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
+        result = RunResult.build(
+            plan.ticket, plan.title, outcome, reason, code, plan.attempt, state
+        )
+        result.seconds = self.now() - worker.started
+        result.trigger = plan.trigger
+        result.max_retries = self.settings.max_retries
+        if outcome == "locked":
+            self.skip(plan.ticket, reason)
+        if outcome == "waiting":  # only the hand-off's writer can move it on: not this loop
+            self.no_rerun[plan.ticket] = f"{reason}; tf-fsm watch (or tf-fsm run) resumes it"
+        self.result.results.append(result)
+        self.reporter.finished(result, list(self.running))
+
+
+def run_ralph(
+    root: Path,
+    settings: LoadedSettings,
+    options: LoopOptions,
+    *,
+    dry_run: bool = False,
+    json_lines: bool = False,
+) -> int:
+    """`tf-fsm ralph`: 0 when the loop ended by itself, 130 when interrupted, 75 when it ran
+    nothing because every ready ticket was locked by another process."""
+    from tf_fsm.executors import make_executor
+    from tf_fsm.loop.progress_file import ProgressFile
+
+    progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md", root)
+    reporter = Reporter(progress, json_lines)
+    loop = Loop(root, settings, options, reporter)
+    if dry_run:
+        plans, skipped = loop.plan_all()
+        reporter.dry_run(plans, skipped)
+        return 0
+    # A missing agent program would fail every worker the same way: refuse once, up front.
+    make_executor(settings, root).check()
+    result = loop.run()
+    return {"interrupted": WORKER_INTERRUPTED, "locked": WORKER_LOCKED}.get(result.reason, 0)

@@ -1,0 +1,368 @@
+"""The worker side of the backlog loop (`tf-fsm run ID --ralph`), the workers' outcome files,
+and the loop's cheap probes of one ticket's files (lock, retry-state) that never build a
+ticket model."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tf_fsm._json_input import load_json
+from tf_fsm.errors import InvalidTicketIdError
+from tf_fsm.process.strays import mark_alive
+from tf_fsm.storage import lock as _ticket_lock
+from tf_fsm.storage.store import TicketStore
+
+
+@contextlib.contextmanager
+def run_interrupts() -> Iterator[None]:
+    """For `tf-fsm run` (and the loop's workers, which are runs): the first SIGINT or SIGTERM
+    interrupts the run (the agents are ended, the attempt stays resumable); later ones are
+    ignored, so the Ctrl-C the terminal sends and the one the loop forwards do not cut the
+    clean-up (agent process group, lock) short. The handlers before are put back after."""
+    fired = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def lock_holder(store: TicketStore) -> int:
+    """0 when nobody holds the ticket's lock, else the holder's pid (-1 if unknown). Only a
+    probe: the worker takes the lock for real and may still be refused (exit 75)."""
+    return _ticket_lock.lock_holder(store.dir)
+
+
+LOCKED = "locked by another process"
+#: how long a new loop waits for the workers of a killed loop to stop (they stop by themselves)
+ORPHAN_WAIT_SECONDS = 15.0
+
+
+def locked_reason(store: TicketStore, holder: int) -> str:
+    """Why a locked ticket is skipped, saying so plainly when the holder is a worker whose
+    loop is no longer running (it is stopping by itself)."""
+    who = f"pid {holder}" if holder > 0 else "pid unknown"
+    loop = orphaned_loop(store)
+    if loop is None:
+        return f"{LOCKED} ({who})"
+    return (
+        f"{LOCKED} ({who}, a worker of loop pid {loop}, which is no longer running; "
+        "it stops by itself, then the ticket resumes)"
+    )
+
+
+def orphaned_workers(knowledge: Path) -> list[str]:
+    """`<ticket> (pid N)` for each ticket still locked by a worker of a loop that died."""
+    found = []
+    for owner in sorted(knowledge.glob("tickets/*/.lock.owner")):
+        try:
+            store = TicketStore(knowledge, owner.parent.name)
+        except InvalidTicketIdError:
+            continue
+        holder = lock_holder(store)
+        if holder and orphaned_loop(store) is not None:
+            found.append(f"{store.ticket_id} (pid {holder})")
+    return found
+
+
+def wait_for_orphaned_workers(
+    knowledge: Path, note: Callable[[str], None], poll: float, stopping: Callable[[], object]
+) -> None:
+    """At a loop's start: give workers of a killed loop, which are stopping by themselves,
+    up to ORPHAN_WAIT_SECONDS to release their tickets, saying so."""
+    waiting = orphaned_workers(knowledge)
+    if not waiting:
+        return
+    note(
+        f"waiting up to {ORPHAN_WAIT_SECONDS:g}s for {len(waiting)} worker(s) of a loop that is "
+        f"no longer running to stop: {', '.join(waiting)}"
+    )
+    deadline = time.monotonic() + ORPHAN_WAIT_SECONDS
+    while waiting and time.monotonic() < deadline and not stopping():
+        time.sleep(poll)
+        waiting = orphaned_workers(knowledge)
+
+
+def orphaned_loop(store: TicketStore) -> int | None:
+    """The pid of the loop whose worker holds the ticket's lock, when that loop is no longer
+    running (the worker ends by itself, see `_stop_with_loop`); None otherwise."""
+    loop = _ticket_lock.owner_note(store.dir).get("loop")
+    if not isinstance(loop, str) or mark_alive(loop):
+        return None
+    pid = loop.partition(".")[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def _lock_free(path: Path) -> bool | None:
+    """Whether nobody holds an flock on `path` (None if there is no such file). Takes the lock
+    for an instant and drops it: closing the descriptor releases the probe's own lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def read_state_json(path: Path) -> dict[str, Any] | None:
+    """retry-state.json as plain JSON, for views (phase, counts); None if absent or unreadable."""
+    try:
+        data = load_json(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def open_attempt(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The last attempt when it is in progress (the plain-JSON view of it)."""
+    attempts = data.get("attempts") if data else None
+    last = attempts[-1] if isinstance(attempts, list) and attempts else None
+    return last if isinstance(last, dict) and last.get("status") == "in_progress" else None
+
+
+#: how much of a journal's end the loop reads to find the running phase (a phase's events are
+#: a few hundred bytes; an attempt's start is never far behind its latest phase)
+JOURNAL_TAIL_BYTES = 16 * 1024
+
+
+def running_phase(journal: Path, attempt: int) -> str | None:
+    """The phase attempt `attempt` last started, from the end of the journal, as plain JSON
+    (each phase start is written to the journal the moment it begins; retry-state.json only
+    records where an attempt stopped). None when none is found."""
+    try:
+        with journal.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        if b'"PhaseStarted"' not in line:
+            continue
+        try:
+            event = load_json(line.decode("utf-8"))
+        except ValueError:
+            continue  # the first, cut line of the tail, or a torn last one
+        if isinstance(event, dict) and event.get("attempt") == attempt:
+            phase = event.get("phase")
+            return phase if isinstance(phase, str) else None
+    return None
+
+
+# -- starting workers ------------------------------------------------------------------------
+
+#: what every `tf-fsm run` worker imports anyway, imported once in the fork server instead
+PRELOAD = [
+    "tf_fsm.cli.main",
+    "tf_fsm.cli.parser",
+    "tf_fsm.engine.orchestrator",
+    "tf_fsm.executors.command",
+    "jinja2",
+]
+
+
+def _server() -> Any:
+    """The multiprocessing fork server the workers are forked from, started on first use.
+
+    A worker is a separate process (the ticket lock is per process, and a crash takes one
+    ticket down, not the loop), but starting a fresh interpreter for each one cost about
+    400 ms of CPU in imports, which on 2 cores capped what 4 workers could gain. Forked from
+    a server that has those modules loaded, a worker starts in milliseconds. The server is a
+    clean single-threaded process, so forking it is safe whatever threads the loop has."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    return context
+
+
+def stop_server() -> None:
+    """Stop the fork server, if one was started, and wait for it: the loop leaves no process
+    behind, and its workers' CPU time is counted as its children's, as a plain child's would
+    be. `_stop` is CPython's own (its tests use it); without it the server still exits by
+    itself when the loop does."""
+    from multiprocessing import forkserver
+
+    stop = getattr(getattr(forkserver, "_forkserver", None), "_stop", None)
+    if stop is not None:
+        stop()
+
+
+def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
+    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
+    the loop reads), stderr appended to the ticket's log, as a `python -m tf_fsm` process
+    started there would have."""
+    _stop_with_loop()
+    os.chdir(cwd)
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+        (2, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND),
+    ):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    from tf_fsm.cli.main import main
+
+    try:
+        code = main(argv)
+    finally:
+        # the log is appended to as the run goes; one fsync at the end makes it durable
+        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.fsync(2)
+    raise SystemExit(code)
+
+
+#: how long a worker whose loop died gets to stop cleanly before it kills itself
+ORPHAN_GRACE_SECONDS = 10.0
+
+
+def _stop_with_loop() -> None:
+    """In the forked worker: stop when the loop that started it dies, however it dies.
+
+    The worker's parent is the fork server, not the loop, so the parent-death signal cannot
+    tell. multiprocessing gives the worker a sentinel of the loop instead (a pipe only the loop
+    holds): at its EOF the worker is sent SIGTERM, which interrupts its run as Ctrl-C does (the
+    agent's process group is ended, the attempt stays resumable), and after a grace SIGKILL.
+    Once the workers are gone, the fork server sees its last client go and exits too."""
+    import multiprocessing
+    import threading
+
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        select.select([parent.sentinel], [], [])
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_GRACE_SECONDS)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tf-fsm loop watch", daemon=True).start()
+
+
+#: an unlocked outcome file younger than this may be one a live loop has just created
+STALE_OUTCOME_SECONDS = 60.0
+
+
+def outcome_file(logs: Path, ticket: str) -> tuple[int, Path]:
+    """A fresh `.<id>.<random>.out` for one worker's outcome line, and an open descriptor
+    holding an exclusive lock on it while this loop may still read it. A file of each run's
+    own: two loops over one backlog may start workers for the same ticket (one is refused the
+    ticket lock), and a shared name let the refused one truncate the other's outcome line."""
+    fd, out = tempfile.mkstemp(prefix=f".{ticket}.", suffix=".out", dir=logs)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, Path(out)
+
+
+def sweep_outcome_files(logs: Path) -> list[str]:
+    """Remove outcome files no loop holds any more (their loop was SIGKILLed before reading
+    them): unlocked, and older than STALE_OUTCOME_SECONDS. Returns their names."""
+    removed: list[str] = []
+    for path in sorted(logs.glob(".*.out")):
+        try:
+            stale = time.time() - path.stat().st_mtime >= STALE_OUTCOME_SECONDS
+            if not stale or not _lock_free(path):
+                continue  # new, gone, or a live loop holds it
+        except OSError:
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path.name)
+    return removed
+
+
+class WorkerProcess:
+    """`tf-fsm <argv>` in a forked worker; the parts of Popen the loop uses. `held` is the
+    locked descriptor of `out` (from `outcome_file`), closed once the outcome is read."""
+
+    def __init__(self, argv: list[str], cwd: Path, out: Path, log: Path, held: int) -> None:
+        self.out, self._held = out, held
+        self._process = _server().Process(
+            target=_serve, args=(argv, str(cwd), str(out), str(log)), name=f"tf-fsm {argv}"
+        )
+        try:
+            self._process.start()
+        except BaseException:
+            out.unlink(missing_ok=True)
+            os.close(held)
+            raise
+        self.pid: int = self._process.pid
+
+    @property
+    def sentinel(self) -> int:
+        """Readable once the worker has ended (for select)."""
+        sentinel: int = self._process.sentinel
+        return sentinel
+
+    def poll(self) -> int | None:
+        code: int | None = self._process.exitcode
+        return code
+
+    def result(self) -> tuple[str, int]:
+        """(what the worker printed on stdout, its exit code) once it has ended; negative
+        codes are signals, as with Popen. The stdout file is removed."""
+        self._process.join()
+        try:
+            text = self.out.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        self.out.unlink(missing_ok=True)
+        os.close(self._held)
+        code: int = self._process.exitcode
+        return text, code
+
+
+def last_error(lines: list[str]) -> str:
+    """The worker's last `tf-fsm: ...` error with its indented remedy lines (it names the file
+    and line), else its last non-empty line; at most 500 characters."""
+    start = next(
+        (i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("tf-fsm: ")), None
+    )
+    if start is None:
+        said = [next((ln.strip() for ln in reversed(lines) if ln.strip()), "")]
+    else:
+        said = [lines[start].strip()]
+        for line in lines[start + 1 :]:
+            if not line[:1].isspace() or not line.strip():
+                break
+            said.append(line.strip())
+    from tf_fsm.storage.redact import Redactor
+
+    # redacted before it is cut, so that no secret is kept in part (the cut would hide it)
+    return Redactor.from_environ(os.environ)("; ".join(said))[:500]
+
+
+def log_tail(logs: Path, ticket: str, code: int) -> str:
+    """Why a worker failed outright: its exit code or signal, and what its log last said."""
+    try:
+        lines = (logs / f"{ticket}.log").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        lines = ""
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    said = last_error(lines.splitlines())
+    return f"{how}: {said}" if said else how

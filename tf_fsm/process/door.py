@@ -1,0 +1,340 @@
+"""The one function through which tf_fsm starts a subprocess.
+
+Each child leads its own process group, so a timeout (or Ctrl-C) ends everything it started,
+not just the direct child. On Linux each child also dies with tf_fsm (the parent-death
+signal), so an orphaned agent never writes into a ticket another run has resumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import select
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from io import IOBase
+from pathlib import Path
+
+from tf_fsm.process.output import (
+    TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN,  # re-exported for callers
+)
+from tf_fsm.process.output import Capture
+from tf_fsm.process.output import tail as tail
+from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark
+
+KILL_GRACE_SECONDS = 2.0
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks
+_CHUNK = 64 * 1024
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the parent: the child, between fork and exec, then
+    only calls it (importing ctypes there cost milliseconds per agent)."""
+    try:
+        import ctypes
+
+        prctl: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+        return prctl
+    except (OSError, AttributeError):  # not Linux: the process group timeout still applies
+        return None
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: if tf_fsm is killed (even SIGKILL), take the child down too."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    """util-linux's `setpriv`, if it sets the parent-death signal (2.33 and later). It sets
+    the signal and execs the command, so Python starts the child with vfork; a `preexec_fn`
+    makes it fork the whole interpreter (3-4 ms more per agent) and is unsafe in a process
+    with threads, such as `tf-fsm watch`. Probed once per process."""
+    found = shutil.which("setpriv")
+    if found is None:
+        return None
+    try:
+        probe = subprocess.run(
+            [found, "--pdeathsig", "KILL", "--", found, "--version"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if probe.returncode == 0 else None
+
+
+def find_program(name: str, cwd: Path, env: Mapping[str, str] | None) -> str:
+    """The file `name` runs, found as Popen would find it (the child's PATH, or relative to
+    `cwd`), or the FileNotFoundError Popen would raise: `setpriv` is what execs it."""
+    if os.sep in name:
+        path = cwd / name
+        if path.is_file():
+            if not os.access(path, os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+            return str(path)
+    else:
+        search = (env if env is not None else os.environ).get("PATH", os.defpath)
+        found = shutil.which(name, path=search)
+        if found is not None:
+            return str(cwd / found)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+def _with_parent_death(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None
+) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv to start, and the preexec_fn if one is needed, so the child dies with us."""
+    if sys.platform != "linux" or not argv:
+        return list(argv), None
+    setpriv = _setpriv()
+    if setpriv is not None:
+        program = find_program(argv[0], cwd, env)
+        return [setpriv, "--pdeathsig", "KILL", "--", program, *argv[1:]], None
+    if _prctl() is not None:
+        return list(argv), _die_with_parent
+    return list(argv), None  # no prctl: the process group timeout still applies
+
+
+def parent_death() -> str:
+    """How the processes tf_fsm starts are tied to its life, in words (`tf-fsm doctor`)."""
+    if sys.platform != "linux":
+        return "agents are ended by their process group at a timeout or Ctrl-C (not Linux)"
+    if (found := _setpriv()) is not None:
+        return f"agents die with tf_fsm (parent-death signal set by {found})"
+    if _prctl() is not None:
+        return (
+            "agents die with tf_fsm (parent-death signal set by a hook before exec; "
+            "util-linux setpriv 2.33+ on PATH would save a few ms per agent)"
+        )
+    return "agents are ended by their process group at a timeout or Ctrl-C (no prctl)"
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    argv: tuple[str, ...]
+    exit_code: int | None  # None when it was killed at its timeout
+    timed_out: bool
+    duration: float
+    stdout: str
+    stderr: str
+
+
+#: how long a child's output may stay open after the child itself has exited: whatever still
+#: holds it then is a leftover of the child, and is ended
+LINGER_SECONDS = 1.0
+
+
+class _Leader:
+    """The child itself. On Linux its exit is seen through a pidfd before it is reaped: while
+    it is a zombie its process group id cannot be reused, so the group's leftovers (`cmd &`)
+    are killed without any risk of reaching someone else's processes."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], mark: str) -> None:
+        self.proc, self.mark = proc, mark
+        self.fd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.fd = os.pidfd_open(proc.pid)
+        self.exited_at: float | None = None
+        self.swept = False
+
+    def on_exit(self) -> None:
+        """The child has exited: kill what is left of its process group."""
+        if self.exited_at is None:
+            self.exited_at = time.monotonic()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def wait_exit(self, timeout: float | None) -> bool:
+        """Whether the child exited within `timeout` (reaped only where there is no pidfd)."""
+        if self.exited_at is None:
+            if self.fd is not None:
+                if not select.select([self.fd], [], [], timeout)[0]:
+                    return False
+            else:
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    return False
+            self.on_exit()
+        return True
+
+    def reap(self, deadline: float | None) -> None:
+        """Wait for the child to exit (TimeoutExpired at the deadline), end its group, reap it."""
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self.wait_exit(remaining):
+            raise subprocess.TimeoutExpired(self.proc.args, remaining or 0)
+        self.proc.wait()
+
+    def linger_until(self) -> float | None:
+        """Until when its output is still read after it exited (None while it runs)."""
+        if self.exited_at is None:
+            return None
+        return self.exited_at + LINGER_SECONDS * (2 if self.swept else 1)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        finished(self.mark)
+
+
+def _kill_group(leader: _Leader) -> None:
+    """SIGTERM to the child's group; SIGKILL to it once the child exits, or after the grace."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(leader.proc.pid, signal.SIGTERM)
+    if not leader.wait_exit(KILL_GRACE_SECONDS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader.proc.pid, signal.SIGKILL)
+        leader.wait_exit(None)
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    data: bytes,
+    streams: dict[int, Capture],
+    deadline: float | None,
+    leader: _Leader,
+) -> None:
+    """Feed `data` to stdin and read stdout and stderr until both are closed, as `communicate`
+    does, but into bounded captures. TimeoutExpired at the deadline. Once the child has
+    exited, output still held open after LINGER_SECONDS is held by a leftover that left its
+    group: those are ended (tf_fsm.process.strays), and after as long again the pipes are let go."""
+    with selectors.DefaultSelector() as sel:
+        if proc.stdin is not None and not proc.stdin.closed:
+            if data:
+                sel.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                _close(proc.stdin)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None and not stream.closed:
+                sel.register(stream, selectors.EVENT_READ, streams[stream.fileno()])
+        if leader.fd is not None and leader.exited_at is None:
+            sel.register(leader.fd, selectors.EVENT_READ, leader)
+        view, offset = memoryview(data), 0
+        while any(key.data is not leader for key in sel.get_map().values()):
+            wait = _wait(proc, deadline, leader)
+            if wait is None and leader.exited_at is not None:
+                _let_go(sel, leader)
+                return
+            for key, _ in sel.select(wait):
+                if key.data is leader:
+                    sel.unregister(key.fileobj)
+                    leader.on_exit()
+                elif key.data is None:  # stdin
+                    try:
+                        offset += os.write(key.fd, view[offset : offset + _PIPE_BUF])
+                    except BrokenPipeError:  # it stopped reading: the rest is not wanted
+                        offset = len(view)
+                    if offset >= len(view):
+                        sel.unregister(key.fileobj)
+                        _close(key.fileobj)
+                elif chunk := os.read(key.fd, _CHUNK):
+                    key.data.add(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+                    _close(key.fileobj)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float | None, leader: _Leader) -> float | None:
+    """How long the next select may wait; TimeoutExpired at the deadline. None with the child
+    gone means the output has lingered for good."""
+    now = time.monotonic()
+    if deadline is not None and now >= deadline:
+        raise subprocess.TimeoutExpired(proc.args, 0)
+    linger = leader.linger_until()
+    if linger is not None and now >= linger:
+        if leader.swept:
+            return None
+        leader.swept = True
+        end_marked(leader.mark)  # those holding the output open
+        linger = leader.linger_until()
+    until = min((t for t in (deadline, linger) if t is not None), default=None)
+    return None if until is None else max(0.0, until - now)
+
+
+def _let_go(sel: selectors.BaseSelector, leader: _Leader) -> None:
+    """Stop reading output that something outside tf_fsm's reach still holds open."""
+    for key in list(sel.get_map().values()):
+        sel.unregister(key.fileobj)
+        if key.data is not leader:
+            _close(key.fileobj)
+
+
+def _close(stream: object) -> None:
+    if isinstance(stream, IOBase):
+        with contextlib.suppress(BrokenPipeError):
+            stream.close()
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float | None = None,
+    keep: int | None = None,
+) -> ProcessResult:
+    """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout.
+    With `keep`, only the first and last `keep` bytes of each stream are kept (cut at line
+    ends where possible), and a note where the middle was says how many bytes were dropped.
+
+    Whatever the child leaves behind when it ends (a `sleep 300 &`, a dev server) is ended
+    with it: its process group at once, and processes that left the group (tf_fsm.process.strays)
+    when they hold its output open, else at the end of the run."""
+    started = time.monotonic()
+    command, preexec = _with_parent_death(argv, cwd, env)
+    mark = new_mark()
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env={**(os.environ if env is None else env), OWNER_ENV: mark},
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
+    data = stdin.encode() if stdin is not None else b""
+    out, err = Capture(keep), Capture(keep)
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
+    deadline = None if timeout is None else started + timeout
+    timed_out = False
+    leader = _Leader(proc, mark)
+    try:
+        _pump(proc, data, streams, deadline, leader)
+        leader.reap(deadline)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(leader)
+        _pump(proc, b"", streams, None, leader)
+        proc.wait()
+    except BaseException:  # Ctrl-C: take the agent down with us, then let the caller see it
+        _kill_group(leader)
+        _pump(proc, b"", streams, None, leader)
+        proc.wait()
+        raise
+    finally:
+        leader.close()
+    return ProcessResult(
+        argv=tuple(argv),
+        exit_code=None if timed_out else proc.returncode,
+        timed_out=timed_out,
+        duration=time.monotonic() - started,
+        stdout=out.text(),
+        stderr=err.text(),
+    )

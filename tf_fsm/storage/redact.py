@@ -1,0 +1,296 @@
+"""Secret redaction for everything tf_fsm writes (journal lines, artifacts, state files).
+
+Pure: text in, text out. One combined compiled regex does the work, so a megabyte of agent
+output costs one pass. The rules it keeps:
+
+* Output that was already redacted is left alone (redacting twice equals redacting once): no
+  pattern can match inside or start at the `[REDACTED]` marker.
+* Text that is JSON-encoded (once or twice, e.g. a transcript inside a journal line) is still
+  redacted, and a match never cuts a JSON escape sequence in half, so valid JSON stays valid.
+* Prose and code are left alone where a secret is unlikely: a key name needs a separator and a
+  plausible value (`token budget`, `token: str`, `password = get_password()` are untouched).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+from collections.abc import Iterable, Mapping
+
+MARKER = "[REDACTED]"
+
+# Speed: every alternative of the combined regex starts with one literal character, so `re` gets a
+# table of possible first characters and skips everything else in C. Checks on what comes before
+# a match are lookbehinds placed right after that first character (hence the `.` in them), or,
+# for token formats, after the second one: most places where a token's first letter occurs are
+# then rejected by a plain character comparison, before any lookbehind runs.
+
+
+def _starts_word(after: int) -> str:
+    r"""Lookbehind, `after` characters into a match: the match starts a word, or follows a JSON
+    escape such as `\n` (a secret on its own line reads `...\nghp_...` once the text is
+    JSON-encoded). `]` counts as part of a word so that a token glued to an earlier `[REDACTED]`
+    is not redacted on a second pass only (redaction is idempotent)."""
+    dots = "." * after
+    return rf"(?:(?<![A-Za-z0-9_\]]{dots})|(?<=\\[nrt]{dots}))"
+
+
+def _outside_escape(after: int) -> str:
+    r"""Lookbehind, `after` characters into a match: its first character is not the letter of a
+    JSON escape (`\n`, `\r`, ...). In `\npm_...` the `n` belongs to the escape, and redacting
+    from it would leave `\[REDACTED]`, which is not JSON. An escaped backslash before it
+    (`\\npm_...`) is fine."""
+    return rf"(?<![^\\]\\{'.' * after})"
+
+
+_WORD_START = _starts_word(1)
+# Letters that end a JSON escape (`\b \f \n \r \t \u`): a token starting with one of them
+# also needs _outside_escape.
+_ESCAPE_LETTERS = "bfnrtu"
+# A quote, possibly escaped once or more (`"`, `\"`, `\\\"`): JSON inside JSON.
+_QUOTE = r"\\*[\"']"
+# Characters of an unquoted value: stops at whitespace, quotes, backslashes (so a JSON escape is
+# never split), brackets (so `[REDACTED]` is never a value) and the usual delimiters of code/URLs.
+_VAL = r"[^\s\"'\\`,;&<>(){}\[\]]"
+
+# Key names that announce a secret, as they end: `OPENAI_API_KEY`, `x-api-key`, `githubToken`,
+# `db.password`, `client_secret`. `key` alone is not one ("the key: insight"), nor is `auth`.
+_KEY_ENDINGS = (
+    "token", "secret", "password", "passwd", "passphrase", "authorization",
+    "api[_-]key", "apikey", "access[_-]key", "secret[_-]key", "private[_-]key",
+)  # fmt: skip
+
+
+def _after_key(gaps: tuple[str, ...]) -> str:
+    """Lookbehind (after the first character of the match): a key ending, then one of `gaps`."""
+    last_letters = "".join({e[-1] + e[-1].upper() for e in _KEY_ENDINGS})
+    quick = "|".join(f"(?<=[{last_letters}]{gap}.)" for gap in gaps)
+    exact = "|".join(f"(?<=(?i:{end}){gap}.)" for end in _KEY_ENDINGS for gap in gaps)
+    return f"(?:{quick})(?:{exact})"
+
+
+# Values, each in the last capturing group of its alternative (the part that is replaced).
+_SCHEMED = rf"[ \t]*((?i:bearer|basic|token|bot|digest)[ \t]+{_VAL}{{8,}}+)"
+# `password=value` is an assignment, unless the value is code: `get()`, `env["X"]`, None, `==`.
+_EQ_VALUE = (
+    r"[ \t]*((?!(?i:none|null|nil|true|false|undefined)(?![A-Za-z0-9_]))"
+    rf"(?![=$*]){_VAL}++)(?![(\[])"
+)
+# `token: value` is also prose ("Token: the unit of text"), so the value must look like a
+# credential: 6 characters or more, one of them a digit or a symbol.
+_COLON_VALUE = rf"[ \t]*((?={_VAL}{{6}})(?=[A-Za-z]*+[0-9_./+=!@#$%^*~:?-]){_VAL}++)"
+_quote_names = itertools.count()
+
+
+def _quoted() -> str:
+    """A quoted value; the closing quote must match the opening one, escapes included, so that
+    the end of one JSON-in-JSON string is not read as the start of a value."""
+    q = f"q{next(_quote_names)}"
+    return rf"[ \t]*(?P<{q}>{_QUOTE})((?!\[REDACTED\])(?:(?!(?P={q}))[^\\\r\n])++)(?=(?P={q}))"
+
+
+def _after_eq() -> str:
+    return f"(?:{_quoted()}|{_SCHEMED}|{_EQ_VALUE})"
+
+
+def _after_colon() -> str:
+    return f"(?:{_quoted()}|{_SCHEMED}|{_COLON_VALUE})"
+
+
+def _sep_and_value() -> str:
+    return rf"[ \t]*(?:={_after_eq()}|:{_after_colon()})"
+
+
+_KEY_BEFORE = _after_key(("",))
+_KEY_OR_KEY_SPACE_BEFORE = _after_key(("", "[ \t]"))
+
+# Provider token formats, after gitleaks' rules (config/gitleaks.toml) and, for AI providers it
+# lacks, trufflehog's detectors: a literal prefix and the token's own alphabet and length, so a
+# prefix in prose ("hf_hub_download", "npm_config_cache", "the SG. abbreviation") is left alone.
+# Lengths are minimums where a longer token would otherwise leave its tail unredacted. The first
+# two characters of every format are literal (see _by_first_character).
+_TOKEN_FORMATS: tuple[str, ...] = (
+    # OpenAI (sk-, sk-proj-, sk-or-v1- of OpenRouter, ...) and Anthropic (sk-ant-). A digit is
+    # required, so that words joined by hyphens ("sk-learn-style-...") are not keys.
+    r"sk-(?:proj-|ant-|svcacct-|admin-)?(?=[A-Za-z_-]*+[0-9])[A-Za-z0-9_-]{20,}+",
+    r"sk_(?:live|test|prod)_[A-Za-z0-9]{10,}+",  # Stripe
+    r"rk_(?:live|test|prod)_[A-Za-z0-9]{10,}+",
+    r"whsec_[A-Za-z0-9+/]{24,}+={0,2}",  # Stripe (and Standard Webhooks) signing secrets
+    r"r8_[A-Za-z0-9_-]{37,}+",  # Replicate
+    r"gh[pousr]_[A-Za-z0-9]{30,}+",  # GitHub
+    r"github_pat_[A-Za-z0-9_]{30,}+",
+    # GitLab: personal, deploy, runner, feed, feature flag, SCIM, mail, agent, OAuth, trigger and
+    # CI job tokens; the routable ones end in `.<2 chars><7 chars>` (a runner's `glrt-t1_...`).
+    r"gl(?:pat|dt|rt|ft|ffct|soat)-[A-Za-z0-9_-]{20,}+(?:\.[0-9a-z]{9,}+)?",
+    r"glimt-[A-Za-z0-9_-]{25,}+",
+    r"glagent-[A-Za-z0-9_-]{50,}+",
+    r"gloas-[A-Za-z0-9_-]{64,}+",
+    r"glptt-[0-9a-f]{40,}+",
+    r"glcbt-[0-9a-zA-Z]{1,5}_[A-Za-z0-9_-]{20,}+",
+    r"GR1348941[A-Za-z0-9_-]{20,}+",  # GitLab runner registration
+    r"glc_[A-Za-z0-9+/]{32,}+={0,3}",  # Grafana Cloud
+    r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",  # Grafana service account
+    r"gsk_[A-Za-z0-9]{52,}+",  # Groq
+    # Hugging Face user and organization tokens: 34 characters, both cases (a snake_case name
+    # such as hf_cachedmodeldownloads... has one).
+    r"hf_(?=[a-z0-9]*+[A-Z])(?=[A-Z0-9]*+[a-z])[A-Za-z0-9]{34,}+(?![_\[])",
+    r"api_org_(?=[a-z0-9]*+[A-Z])(?=[A-Z0-9]*+[a-z])[A-Za-z0-9]{34,}+(?![_\[])",
+    # Slack: bot, user, workspace, legacy and configuration tokens, app tokens, webhook URLs
+    # (the host is kept).
+    r"xox[abposre]-(?=[A-Za-z-]*+[0-9])[A-Za-z0-9-]{10,}+",
+    r"xoxe\.xox[bp]-[0-9]-[A-Za-z0-9]{160,}+",
+    r"xapp-[0-9]-[A-Za-z0-9]++-[0-9]++-[A-Za-z0-9]++",
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9+/]{43,}+)",
+    r"xai-[A-Za-z0-9_]{80,}+",  # xAI
+    # AWS access key ids: exactly 20 characters (`[`: see _starts_word).
+    *(rf"{p}[A-Z0-9]{{16}}(?![A-Za-z0-9[])" for p in ("AKIA", "ASIA", "ABIA", "ACCA")),
+    r"A3T[A-Z0-9]{17}(?![A-Za-z0-9[])",
+    r"AIza[0-9A-Za-z_-]{35,}+",  # Google
+    r"ATATT3[A-Za-z0-9_=-]{186,}+",  # Atlassian
+    r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58,}+",  # age
+    r"eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+",  # JWT
+    r"eyJrIjoi[A-Za-z0-9]{70,}+={0,3}",  # Grafana API key
+    r"npm_[A-Za-z0-9]{36,}+(?![_\[])",  # npm
+    r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}+",  # PyPI upload
+    r"pplx-[A-Za-z0-9]{48,}+",  # Perplexity
+    r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32,}+",  # Shopify
+    r"sntryu_[a-f0-9]{64,}+",  # Sentry user and organization tokens
+    r"sntrys_eyJpYXQiO[A-Za-z0-9+/=_]{60,}+",
+    r"do[opr]_v1_[a-f0-9]{64,}+",  # DigitalOcean
+    r"dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,}+",  # Doppler
+    r"dapi[a-f0-9]{32}(?:-[0-9])?(?![A-Za-z0-9_[])",  # Databricks
+    r"lin_api_[A-Za-z0-9]{40,}+",  # Linear
+    r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10,}+",  # LangSmith
+    r"SG\.[A-Za-z0-9_-]{22,}+\.[A-Za-z0-9_-]{43,}+",  # SendGrid
+    r"SK(?=[a-fA-F]*+[0-9])[0-9a-fA-F]{32}(?![A-Za-z0-9_[])",  # Twilio API key
+    r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34,}+",  # Postman
+    r"NRAK-[A-Za-z0-9]{27,}+",  # New Relic user and insert keys
+    r"NRII-[A-Za-z0-9-]{32,}+",
+    r"hvs\.[A-Za-z0-9_-]{90,}+",  # HashiCorp Vault service and batch tokens
+    r"hvb\.[A-Za-z0-9_-]{138,}+",
+)
+
+
+def _token_start(first: str) -> str:
+    """What may come before a token starting with `first` (placed after its second character)."""
+    if first in _ESCAPE_LETTERS:
+        return _starts_word(2) + _outside_escape(2)
+    return _starts_word(2)
+
+
+def _by_first_character(formats: Iterable[str]) -> list[str]:
+    """One alternative per first character, `X(?:Y{start}rest|Z{start}rest|...)`: where the
+    text has X, the engine compares the next character with each format's second one (a literal
+    in every format) and runs the start check only for the format that goes on matching."""
+    rests: dict[str, list[str]] = {}
+    for pattern in formats:
+        rests.setdefault(pattern[0], []).append(pattern[1] + _token_start(pattern[0]) + pattern[2:])
+    return [f"{re.escape(first)}(?:{'|'.join(alts)})" for first, alts in rests.items()]
+
+
+_PATTERNS: tuple[str, ...] = (
+    # PEM private keys, the whole block; lines end in real or JSON-escaped newlines. A block cut
+    # off before its END line is redacted to the end of its base64.
+    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[A-Za-z0-9+/=:,\s]|-(?!----)|\\+[nrt])*+"
+    r"(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)?",
+    *_by_first_character(_TOKEN_FORMATS),
+    # Bearer <token>: the scheme is kept. A digit and 16 characters: not "Bearer authentication".
+    rf"B{_WORD_START}earer[ \t]+((?=[A-Za-z._~+/-]*+[0-9])[A-Za-z0-9._~+/-]{{16,}}+=*+)",
+    # https://user:password@host: the user is kept.
+    r"://[^/\s:@\"'\\\[\]]++:((?!\[REDACTED\])[^/\s@\"'\\\[\]]++)(?=@)",
+    # Assignments to a secret key name, matched from the character after the name:
+    # "apiKey": "v" / \"apiKey\": \"v\" (JSON, JSON in JSON) / password=v / token = v / token: v.
+    rf"\"{_KEY_BEFORE}{_sep_and_value()}",
+    rf"'{_KEY_BEFORE}{_sep_and_value()}",
+    rf"\\{_KEY_BEFORE}\\*[\"']{_sep_and_value()}",
+    rf"={_KEY_OR_KEY_SPACE_BEFORE}{_after_eq()}",
+    rf":{_KEY_OR_KEY_SPACE_BEFORE}{_after_colon()}",
+)
+
+_SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+_MIN_LITERAL = 8
+
+
+def _overlaps_marker(value: str) -> bool:
+    """True if redacting `value` could eat into a marker written earlier, which would break
+    idempotence: the value occurs in the marker, contains it, or can straddle its edges."""
+    if value in MARKER or MARKER in value:
+        return True
+    edges = range(1, len(MARKER))
+    return any(value.startswith(MARKER[i:]) or value.endswith(MARKER[:i]) for i in edges)
+
+
+_EDGE = " \t\r\n\"'\\"
+
+
+def _literal_forms(value: str) -> set[str]:
+    """The value as it appears in text, in JSON text and in JSON inside JSON. Quotes,
+    backslashes and blanks at its ends are left out (a value set as `"abc..."`): in JSON text
+    they would match the quote that ends a string, or half of an escape, and break the JSON."""
+    core = value.strip(_EDGE)
+    forms = {core}
+    for ensure_ascii in (False, True):
+        once = json.dumps(core, ensure_ascii=ensure_ascii)[1:-1]
+        forms.add(once)
+        forms.add(json.dumps(once, ensure_ascii=ensure_ascii)[1:-1])
+    return {f for f in forms if len(f) >= _MIN_LITERAL and not _overlaps_marker(f)}
+
+
+class Redactor:
+    """Replaces secrets with `[REDACTED]`: known token shapes, `key=value` assignments of secret
+    key names, and any extra literal values (e.g. the values of secret environment variables)."""
+
+    def __init__(self, literals: Iterable[str] = ()) -> None:
+        forms: set[str] = set()
+        for value in literals:
+            forms |= _literal_forms(value)
+        self.literal_count = len(forms)
+        parts = list(_PATTERNS)
+        if forms:
+            # Longest first, so an escaped form wins over the raw value it starts with. A literal
+            # right after a lone backslash would split an escape (`\n` + `nsecret...`): skipped.
+            ordered = sorted(forms, key=lambda f: (-len(f), f))
+            parts += [re.escape(f[0]) + _outside_escape(1) + re.escape(f[1:]) for f in ordered]
+        self._regex = re.compile("|".join(parts))
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
+        """Add the values of environment variables whose name looks secret (`*_TOKEN`,
+        `*API_KEY*`, `DB_PASSWORD`, ...). Short or all-digit values are skipped: they would
+        redact ordinary text. Absolute paths too (`SSH_AUTH_SOCK`, `XAUTHORITY`)."""
+        values = [
+            value
+            for name, value in environ.items()
+            if _SECRET_NAME_RE.search(name)
+            and len(value) >= _MIN_LITERAL
+            and not value.isdigit()
+            and not value.startswith("/")
+        ]
+        return cls([*values, *extra])
+
+    def __call__(self, text: str) -> str:
+        return self._regex.sub(self._replace, text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        # Alternatives that keep a prefix (a separator, "Bearer ", a URL's user) capture the value
+        # in their last group; the others have no group and are replaced whole.
+        if match.lastindex is None:
+            return MARKER
+        kept = match.string[match.start() : match.start(match.lastindex)]
+        # The kept part is redacted too: a URL's user may be a token (https://ghp_...@host).
+        return self(kept) + MARKER
+
+
+@functools.cache
+def _default() -> Redactor:
+    # Built on first use, not at import: compiling the combined regex costs ~20 ms, and most
+    # processes that import this module (via tf_fsm.storage.store) build their own Redactor instead.
+    return Redactor()
+
+
+def redact(text: str) -> str:
+    """Redact with the known patterns only (no environment values)."""
+    return _default()(text)

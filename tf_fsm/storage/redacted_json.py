@@ -1,0 +1,55 @@
+"""Redacted JSON for the store's files: journal lines, retry-state.json, the lock's owner file.
+
+The redactor runs over the JSON text, so `"apiKey": "..."` inside a nested object is caught
+too. Should a replacement ever break the JSON, each string value is redacted on its own
+instead, which cannot.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tf_fsm.core.journal import Event, encode
+from tf_fsm.fs.atomic import json_text
+from tf_fsm.storage.redact import Redactor
+
+
+def redacted_line(event: Event, redactor: Redactor) -> bytes:
+    """One journal line (newline included) for `event`, redacted."""
+    text = redacted_json_text(encode(event).decode("utf-8").removesuffix("\n"), redactor)
+    if text is None:
+        data = redact_strings(event.model_dump(mode="json"), redactor)
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8") + b"\n"
+
+
+def redacted_json(obj: Any, redactor: Redactor) -> str:
+    """`obj` as the JSON text of a whole file (`json_text`), redacted."""
+    text = redacted_json_text(json_text(obj), redactor)
+    return text if text is not None else json_text(redact_strings(obj, redactor))
+
+
+def redacted_json_text(raw: str, redactor: Redactor) -> str | None:
+    """`raw` JSON text redacted, or None if redaction broke it (the caller then redacts each
+    string value, which cannot). It never breaks JSON in practice."""
+    text = redactor(raw)
+    if text == raw:  # nothing redacted (the usual case): still the JSON it was given
+        return text
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return text
+
+
+def redact_strings(value: Any, redactor: Redactor) -> Any:
+    """`value` with every string in it (dict keys too) redacted; the fallback that keeps JSON
+    valid whatever the redactor replaces."""
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, dict):
+        return {redactor(str(k)): redact_strings(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_strings(v, redactor) for v in value]
+    return value

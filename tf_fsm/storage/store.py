@@ -1,0 +1,404 @@
+"""The only code that touches a ticket's files: `<knowledge>/tickets/<ticket-id>/`.
+
+Rules kept here: a ticket id is validated before it becomes a path; persisted files are replaced
+atomically (temp file in the same directory, fsync, rename, fsync of the directory); journal
+appends are fsynced; a file that cannot be trusted raises CorruptStateError and is never
+rewritten behind the user's back; reads never write; everything written is redacted first.
+
+Inside `batch()` (a run holds one) the fsyncs that only order things are grouped: directory
+fsyncs and the fsync of an append marked `durable=False` are done once, just before the next
+durable journal append or retry-state save, and at the latest when the batch ends. So the
+record that says "this step is done" is never on disk before what the step wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+from pydantic import ValidationError
+
+from tf_fsm._json_input import JsonLimitError, load_json
+from tf_fsm.core.journal import (
+    Event,
+    JournalLineError,
+    JournalRead,
+    RetryStateReset,
+    StaleTempFilesRemoved,
+    decode,
+    timestamp,
+    validation_problem,
+)
+from tf_fsm.core.resume import Seen
+from tf_fsm.core.state import RetryState
+from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
+from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, open_no_follow, write_all
+
+# The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
+from tf_fsm.fs.atomic import atomic_write_bytes as atomic_write_bytes
+from tf_fsm.fs.atomic import atomic_write_json as atomic_write_json
+from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
+from tf_fsm.fs.atomic import make_dirs as make_dirs
+from tf_fsm.fs.confine import check_within
+from tf_fsm.storage.journal_file import corrupt_journal, repair_tail
+from tf_fsm.storage.lock import hold_lock, sweep_temp_files
+from tf_fsm.storage.redact import Redactor
+from tf_fsm.storage.redacted_json import redacted_json, redacted_line
+
+# Ticket ids are re-exported too: callers validate ids through the store's module.
+from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
+from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
+from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
+
+_ARTIFACT_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# Files with their own API (and their own integrity rules) that write_artifact must not replace.
+_RESERVED_ARTIFACTS = frozenset({"retry-state.json", "events.jsonl"})
+
+
+# --- the store ----------------------------------------------------------------------------
+
+
+class TicketStore:
+    """All files of one ticket. Build one per command; hold `lock()` while changing anything."""
+
+    def __init__(
+        self, knowledge_dir: Path, ticket_id: str, redactor: Redactor | None = None
+    ) -> None:
+        self.ticket_id = validate_ticket_id(ticket_id)  # before any path is built from it
+        self.knowledge_dir = Path(knowledge_dir)
+        self.dir = self.knowledge_dir / "tickets" / self.ticket_id
+        self.retry_state_path = self.dir / "retry-state.json"
+        self.journal_path = self.dir / "events.jsonl"
+        self.chain_context_path = self.dir / "chain-context.json"
+        self.lock_path = self.dir / ".lock"
+        self.lock_owner_path = self.dir / ".lock.owner"
+        #: what no write may be led out of by a symlink (tf_fsm.fs.confine); the knowledge
+        #: directory itself was checked against the project when it was found (config)
+        self.within = self.knowledge_dir
+        # Default: known patterns plus this process's secret-looking environment values.
+        self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
+        self._trusted = False  # retry-state.json was read or written fine by this store
+        self._batching = False
+        self._unsynced_dirs: set[Path] = set()  # renames in them not yet made durable
+        self._journal_unsynced = False  # an append written but not yet fsynced
+
+    def check_paths(self) -> None:
+        """Before a run writes anything: UnsafePathError if the ticket directory, or a symlink
+        in it, leads out of the boundary, or if the journal or the lock (which are appended to
+        and locked, never replaced) is a symlink at all."""
+        check_within(self.dir, self.within)
+        try:
+            entries = list(os.scandir(self.dir))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if not entry.is_symlink():
+                continue
+            path = Path(entry.path)
+            if path in (self.journal_path, self.lock_path):
+                target = os.path.realpath(path)
+                raise UnsafePathError(path, target, self.within, appended_link(target))
+            check_within(path, self.within)
+
+    # --- grouped fsyncs ---------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group ordering fsyncs (see the module docstring) until the block ends."""
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every write so far durable: the pending directory fsyncs, then the journal."""
+        self._sync_dirs()
+        if self._journal_unsynced:
+            fd = os.open(self.journal_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._journal_unsynced = False
+
+    def _sync_dirs(self, skip: Path | None = None) -> None:
+        for directory in sorted(self._unsynced_dirs - {skip} if skip else self._unsynced_dirs):
+            fsync_dir(directory)
+        self._unsynced_dirs.clear()
+
+    # --- artifacts ------------------------------------------------------------------------
+
+    def artifact_path(self, name: str) -> Path:
+        """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`); a
+        symlink inside the ticket directory must not lead a read or a write elsewhere."""
+        path = self._artifact(name)
+        try:
+            check_within(path, self.dir)
+        except UnsafePathError as exc:
+            reason = f"resolves outside the ticket directory ({exc.link} -> {exc.target})"
+            raise InvalidArtifactNameError(name, reason) from None
+        return path
+
+    def _artifact(self, name: str) -> Path:
+        """The path `name` names, once the name itself is valid (its links not checked yet)."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArtifactNameError(str(name), "must be a non-empty string")
+        if "\\" in name or "\0" in name:
+            raise InvalidArtifactNameError(name, "must not contain '\\' or NUL")
+        if PurePosixPath(name).is_absolute() or re.match(r"[A-Za-z]:", name):
+            raise InvalidArtifactNameError(name, "must be relative to the ticket directory")
+        segments = name.split("/")
+        for segment in segments:
+            if segment in ("", ".", ".."):
+                raise InvalidArtifactNameError(name, "has an empty, '.' or '..' segment")
+            if not _ARTIFACT_SEGMENT_RE.fullmatch(segment):
+                raise InvalidArtifactNameError(
+                    name,
+                    f"segment {segment!r} must be ASCII letters, digits, '-', '_', '.' "
+                    "and not start with '.' or '-'",
+                )
+        if segments[0] in _RESERVED_ARTIFACTS or segments[0].startswith("retry-state.json"):
+            raise InvalidArtifactNameError(name, "is a state file the store writes itself")
+        return self.dir.joinpath(*segments)
+
+    def write_artifact(
+        self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
+    ) -> Path:
+        """Write an artifact, redacted and atomically. `only_if_changed` leaves an identical
+        file (and its mtime) alone."""
+        path = self._artifact(name)  # its links are checked by the write itself
+        data = self.redactor(text).encode("utf-8")
+        if only_if_changed:
+            with suppress(FileNotFoundError):
+                if path.read_bytes() == data:
+                    return path
+        deferred = sync_dir and self._batching
+        atomic_write_bytes(path, data, within=self.dir, sync_dir=sync_dir and not deferred)
+        if deferred:
+            self._unsynced_dirs.add(path.parent)
+        return path
+
+    def redact_agent_file(self, path: Path) -> tuple[str, str] | None:
+        """The sha256 and text of a file an agent wrote (None if there is none), after taking
+        any secret out of it: rewritten atomically, and only when the redactor changes
+        something. Bytes that are not UTF-8 are kept as they are."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        text = data.decode("utf-8", "surrogateescape")
+        clean = self.redactor(text)
+        if clean != text:
+            data = clean.encode("utf-8", "surrogateescape")
+            deferred = self._batching
+            atomic_write_bytes(path, data, within=self.dir, sync_dir=not deferred)
+            if deferred:
+                self._unsynced_dirs.add(path.parent)
+        return hashlib.sha256(data).hexdigest(), clean
+
+    def seen(self, name: str) -> Seen | None:
+        """An artifact's sha256 and mtime, for deciding where a resume picks up."""
+        path = self.artifact_path(name)
+        try:
+            data = path.read_bytes()
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return None
+        return Seen(hashlib.sha256(data).hexdigest(), mtime)
+
+    def read_artifact(self, name: str) -> str | None:
+        try:
+            data = self.artifact_path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+        return data.decode("utf-8", errors="replace")
+
+    # --- retry state ----------------------------------------------------------------------
+
+    def _corrupt_state(self, problem: str) -> CorruptStateError:
+        remedy = (
+            f"run `tf-fsm run {self.ticket_id} --retry-reset` to move it aside as "
+            "retry-state.json.bak.<UTC timestamp> and start again at attempt 1"
+        )
+        return CorruptStateError(self.retry_state_path, problem, remedy=remedy)
+
+    def _parse_retry_state(self, raw: bytes) -> RetryState:
+        if not raw.strip():
+            raise self._corrupt_state("the file is empty")
+        try:
+            data = load_json(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise self._corrupt_state(f"not UTF-8 (byte {exc.start})") from exc
+        except json.JSONDecodeError as exc:
+            problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            raise self._corrupt_state(problem) from exc
+        except JsonLimitError as exc:
+            raise self._corrupt_state(exc.problem) from exc
+        if not isinstance(data, dict):
+            raise self._corrupt_state(f"expected a JSON object, got {type(data).__name__}")
+        try:
+            state = RetryState.model_validate(data)
+        except ValidationError as exc:
+            raise self._corrupt_state(validation_problem(exc)) from exc
+        if state.ticketId != self.ticket_id:
+            raise self._corrupt_state(
+                f"ticketId is {state.ticketId!r} but the file is in the directory of "
+                f"{self.ticket_id!r}"
+            )
+        return state
+
+    def load_retry_state(self) -> RetryState | None:
+        """The ticket's retry state, None if it has none. Read-only, whatever it finds."""
+        try:
+            raw = self.retry_state_path.read_bytes()
+        except FileNotFoundError:
+            self._trusted = True  # nothing there to protect
+            return None
+        state = self._parse_retry_state(raw)
+        self._trusted = True
+        return state
+
+    def save_retry_state(self, state: RetryState) -> None:
+        """Replace the retry state atomically. A file already there that cannot be trusted is
+        not overwritten (CorruptStateError): only `reset_retry_state` may set it aside."""
+        if state.ticketId != self.ticket_id:
+            raise ValueError(
+                f"state of {state.ticketId!r} given to the store of {self.ticket_id!r}"
+            )
+        if not self._trusted:  # a file this store already read or wrote needs no re-check
+            self.load_retry_state()
+        text = redacted_json(state.to_json_dict(), self.redactor)
+        # Artifacts the state may point at are made durable first; its own directory's fsync
+        # below covers the renames already done in it.
+        self._sync_dirs(skip=self.dir)
+        atomic_write_text(self.retry_state_path, text, within=self.within)
+        self._trusted = True
+
+    def retry_backup_path(self, now: datetime) -> Path:
+        """Where `reset_retry_state` at `now` moves the retry state: `.bak.<UTC stamp>`, with
+        `.1`, `.2`, ... when that name is taken."""
+        stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+        backup, suffix = self.dir / stem, 0
+        while backup.exists():
+            suffix += 1
+            backup = self.dir / f"{stem}.{suffix}"
+        return backup
+
+    def reset_retry_state(self, now: datetime) -> Path | None:
+        """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
+        next run starts at attempt 1. Returns the backup path, None if there was no file."""
+        try:
+            raw = self.retry_state_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            count_before: int | None = self._parse_retry_state(raw).retryCount
+        except CorruptStateError:
+            count_before = None
+        # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
+        backup = self.retry_backup_path(now)
+        check_within(backup, self.within)
+        with disk_errors(self.retry_state_path, f"move aside to {backup.name}"):
+            self.retry_state_path.rename(backup)
+            fsync_dir(self.dir)
+        self.append_event(
+            RetryStateReset(
+                ts=timestamp(now),
+                ticket=self.ticket_id,
+                backup=backup.name,
+                retryCountBefore=count_before,
+            )
+        )
+        return backup
+
+    # --- journal --------------------------------------------------------------------------
+
+    def append_event(self, event: Event, durable: bool = True) -> None:
+        self.append_events([event], durable)
+
+    def append_events(self, events: list[Event], durable: bool = True) -> None:
+        """Append events, redacted, in one write and one fsync. A torn tail left by a crashed
+        append is cut off first and recorded as a JournalTailDropped event, never dropped
+        silently. Inside `batch()`, `durable=False` writes at once (so `status` sees it) and
+        leaves the fsync to the next durable append: a phase's start is on disk no later than
+        its completion."""
+        if not events:
+            return
+        durable = durable or not self._batching
+        for event in events:
+            if event.ticket != self.ticket_id:
+                raise ValueError(
+                    f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
+                )
+        redactor = self.redactor
+        line = b"".join(redacted_line(e, redactor) for e in events)
+        if durable:
+            self._sync_dirs()  # what the events report is on disk before they are
+        fd, created = self._open_journal()
+        try:
+            with disk_errors(self.journal_path, "append to"):
+                repair = repair_tail(fd, self.journal_path, self.ticket_id, redactor)
+                write_all(fd, repair + line)
+                if durable:
+                    os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._journal_unsynced = not durable
+        if created:
+            if durable:
+                fsync_dir(self.dir)
+            else:
+                self._unsynced_dirs.add(self.dir)
+
+    def _open_journal(self) -> tuple[int, bool]:
+        """The journal, open for reading and appending, and whether this call created it. The
+        ticket directory was checked against the boundary when it was made or locked (a run
+        holds the lock): each append only needs the file itself not to be a link."""
+        path, flags = self.journal_path, os.O_RDWR | os.O_APPEND
+        try:
+            return open_no_follow(path, flags, within=self.dir, operation="append to"), False
+        except FileNotFoundError:
+            make_dirs(self.dir, within=self.within)
+        flags |= os.O_CREAT
+        return open_no_follow(path, flags, within=self.dir, operation="create"), True
+
+    def read_events(self) -> JournalRead:
+        try:
+            data = self.journal_path.read_bytes()
+        except FileNotFoundError:
+            return JournalRead([], None)
+        try:
+            return decode(data)
+        except JournalLineError as exc:
+            problem = f"line {exc.line_number}: {exc.problem}"
+            raise corrupt_journal(self.journal_path, problem) from exc
+
+    # --- lock -----------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, note: str | None = None, *, loop: str | None = None) -> Iterator[None]:
+        """Hold the ticket's exclusive lock, or raise TicketLockedError at once.
+
+        Kernel locks dropped when the holder dies, so never stale, and not lost when `.lock` is
+        deleted (see `tf_fsm.storage.lock`); the holder is described in `.lock.owner`. Once held,
+        temp files left by a writer killed mid-write are removed, and journaled."""
+        with hold_lock(self.dir, self.within, self.ticket_id, self.redactor, note=note, loop=loop):
+            stale = sweep_temp_files(self.dir)
+            if stale:
+                self.append_event(
+                    StaleTempFilesRemoved(
+                        ts=timestamp(datetime.now(UTC)),
+                        ticket=self.ticket_id,
+                        attempt=None,
+                        files=stale,
+                    )
+                )
+            yield

@@ -1,0 +1,262 @@
+"""Read-only views of tickets for `tf-fsm status` and `tf-fsm gate`. Nothing here writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
+from tf_fsm.storage.ticket_id import TICKET_ID_RE
+
+# Everything else is imported where it is used: `tf-fsm status` on a project where no ticket
+# has run needs only the settings, and the journal/state models, the store (the lock, the
+# redaction regex) and the detection regexes cost more start-up than the whole command may
+# take (benchmarks/bench_startup.py).
+if TYPE_CHECKING:
+    from tf_fsm.core.journal import Event
+    from tf_fsm.core.state import RetryState
+    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.tk.backlog import TkRecord
+
+
+#: how `next` starts when `run` would refuse the ticket (and the loop skips it)
+NOTHING = "nothing: "
+#: the status column of `retryCount` out of `maxRetries`: blocked attempts since the last close
+BLOCKED_ATTEMPTS = "blocked attempts"
+
+
+def refuses(upcoming: str) -> bool:
+    """`skip`: the next step is nothing (one decision, `next_step`, gives both)."""
+    return upcoming.startswith(NOTHING)
+
+
+def blocked_attempts(count: int, cap: int, closed: bool) -> str:
+    """`retryCount` out of `maxRetries` in words that cannot read as a contradiction of the
+    attempt number: a close resets the count, so after one it says so instead of `0/3`."""
+    return "reset on close" if closed else f"{count}/{cap}"
+
+
+def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
+    """Tickets with a state directory, sorted by id."""
+    base = knowledge_dir(root, settings) / "tickets"
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
+
+
+def whole_backlog(root: Path, settings: LoadedSettings) -> tuple[list[TkRecord | str], list[str]]:
+    """`status --all`: every ticket of `.tickets/` in tk's order (priority, then id, each
+    compared as awk compares them, as `tk ready` sorts), then the tickets with state but no
+    ticket file, by id; and what the scan found wrong (a file without an `id:` line, an id in
+    two files)."""
+    from tf_fsm.tk.backlog import scan, tickets_dir
+    from tf_fsm.tk.selection import Line, tk_sort
+
+    backlog = scan(tickets_dir(root))
+    lines = tk_sort([Line(rec, (rec.priority, rec.id)) for rec in backlog.records.values()])
+    gone = [t for t in tracked_tickets(root, settings) if t not in backlog.records]
+    return [line.record for line in lines] + gone, [str(p) for p in backlog.problems]
+
+
+def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> dict[str, Any]:
+    """`ticket_status` of a ticket id (named, or with state), or of a backlog record (`--all`)
+    with why `run` cannot take it: an id that cannot name a ticket, or one whose file `run`
+    would not find (the id is in another file)."""
+    from tf_fsm.errors import InvalidTicketIdError
+    from tf_fsm.tk.tickets import ticket_path
+
+    if isinstance(ticket, str):
+        return ticket_status(root, settings, ticket)
+    record = ticket
+    try:
+        row = ticket_status(root, settings, record.id)
+    except InvalidTicketIdError as exc:
+        return _unrunnable_row(record.id, str(exc))
+    expected = ticket_path(root, record.id)
+    if not expected.is_file():
+        why = f"its id is {record.id} but its file is {record.path.name} (run reads {expected})"
+        row["next"] = f"{NOTHING}{why}"
+        row["skip"] = refuses(row["next"])
+    return row
+
+
+def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
+    """The row of a backlog ticket `run` refuses before reading any state."""
+    upcoming = f"{NOTHING}{why}"
+    return {
+        "ticket": ticket_id, "next": upcoming, "state": None, "status": None, "attempt": None,
+        "retryCount": None, "maxRetries": None, "skip": refuses(upcoming), "escalatedRoles": [],
+        "lastFailure": None,
+    }  # fmt: skip
+
+
+def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    from tf_fsm.core.escalation import retries_left
+    from tf_fsm.core.machine import state_of_attempt
+    from tf_fsm.core.resume import live_phase
+    from tf_fsm.storage.store import TicketStore
+
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    state = store.load_retry_state()
+    cur = state.current if state else None
+    escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []
+    failure = (
+        next(
+            (
+                a.reason
+                for a in reversed(state.attempts)
+                if a.status in ("blocked", "error") and a.reason
+            ),
+            None,
+        )
+        if state
+        else None
+    )
+    if cur is not None and cur.status == "closed":
+        failure = None
+    events = _events(store)
+    spend = cost_summary(events, state, settings)
+    phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
+    upcoming = next_step(store, state, settings)
+    if upcoming.startswith("attempt "):
+        # the loop's own test, which run refuses too; a price forecast needs the executor
+        from tf_fsm.engine.accounting import budget_reason, over_budget
+
+        if (over := over_budget(events, settings)) is not None:
+            upcoming = f"{NOTHING}{budget_reason(*over)}"
+    return {
+        "ticket": ticket_id,
+        "next": upcoming,
+        "state": state_of_attempt(cur.status if cur else None, phase),
+        "status": state.status if state else None,
+        "phase": phase,
+        "attempt": cur.attemptNumber if cur else None,
+        "trigger": cur.trigger if cur else None,
+        "retryCount": state.retryCount if state else 0,
+        "maxRetries": settings.max_retries,
+        "retriesLeft": retries_left(state, settings),
+        "skip": refuses(upcoming),
+        "escalatedRoles": escalated,
+        "tier": (cur.tier if cur else None),
+        "lastFailure": failure,
+        "failureSignature": cur.failureSignature if cur else None,
+        #: the short-circuit's decision after the last attempt, when it repeated the one before
+        "sameFailure": (
+            {**cur.sameFailure, "attempt": cur.attemptNumber} if cur and cur.sameFailure else None
+        ),
+        "stopReason": state.stopReason if state else None,
+        **spend,
+    }
+
+
+def cost_summary(
+    events: list[Event], state: RetryState | None, settings: LoadedSettings
+) -> dict[str, Any]:
+    """Usage and cost summed over the ticket's invocations since the last --retry-reset (the
+    journal has every invocation, restarts and failed ones too), the budget, and the class of
+    the last failure (`budget` when the budget refused the last run)."""
+    from tf_fsm.core import journal as ev
+    from tf_fsm.engine.accounting import since_reset, ticket_usage
+
+    usage = ticket_usage(events)
+    cur = state.current if state else None
+    failure_class = (
+        next(
+            (
+                a.failureClass or ("quality" if a.status == "blocked" else None)
+                for a in reversed(state.attempts)
+                if a.status in ("blocked", "error")
+            ),
+            None,
+        )
+        if state
+        else None
+    )
+    recent = since_reset(events)
+    last_end = max(
+        (i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted | ev.AttemptFinished)),
+        default=-1,
+    )
+    if any(isinstance(e, ev.BudgetExhausted) for e in recent[last_end + 1 :]):
+        failure_class = "budget"
+    if cur is not None and cur.status == "closed":
+        failure_class = None
+    budget = settings.workflow.escalation.maxCostUsd
+    spent = usage.cost_usd if usage else 0.0
+    return {
+        "failureClass": failure_class,
+        "usage": usage.to_json() if usage else None,
+        "costUsd": round(spent, 6) if usage else None,
+        "maxCostUsd": budget,
+        "budgetLeftUsd": None if budget is None else round(max(0.0, budget - spent), 6),
+    }
+
+
+def _events(store: TicketStore) -> list[Event]:
+    from tf_fsm.errors import CorruptStateError
+
+    try:
+        return store.read_events().events
+    except CorruptStateError:  # status still reports the rest; `run` names the bad line
+        return []
+
+
+def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:
+    """What `tf-fsm run` would do next, and why, in one line (read-only)."""
+    from tf_fsm.core.escalation import NO_ATTEMPT_ALLOWED, next_tier, should_retry, stopped
+    from tf_fsm.core.resume import gate_decided, resume_point
+
+    cur = state.current if state else None
+    if (state is None or cur is None) and settings.max_retries == 0:
+        return f"{NOTHING}{NO_ATTEMPT_ALLOWED}"
+    if state is None or cur is None:
+        return "attempt 1 (initial)"
+    if state.has_open_attempt:
+        events = store.read_events().events
+        point = resume_point(cur.attemptNumber, events, store.seen, gate_decided(store))
+        return f"resume attempt {cur.attemptNumber} at {point.phase}: {point.reason}"
+    if cur.status == "closed":
+        return f"{NOTHING}closed (a reopened tk ticket starts again at attempt 1)"
+    if stopped(state):
+        info = cur.sameFailure or {}
+        return (
+            f"{NOTHING}same-failure (attempts {info.get('previousAttempt', '?')} and "
+            f"{cur.attemptNumber} failed the same way); needs a human; --retry-reset starts over"
+        )
+    if not should_retry(state, settings):
+        return f"{NOTHING}max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
+    tier = next_tier(state, settings)
+    info = cur.sameFailure or {}
+    skipped = (
+        f", tier {tier}: skip-tier after attempts {info.get('previousAttempt')} and "
+        f"{cur.attemptNumber} failed the same way"
+        if info.get("action") == "skip-tier"
+        else ""
+    )
+    return (
+        f"attempt {state.next_attempt_number} (manual_retry; ralph_retry from the backlog "
+        f"loop{skipped})"
+    )
+
+
+def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+    from tf_fsm.core.detection import evaluate
+    from tf_fsm.storage.store import TicketStore
+
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    verdict = evaluate(
+        settings.workflow.failOn,
+        close_summary=store.read_artifact("close-summary.md"),
+        post_fix_verification=store.read_artifact("post-fix-verification.md"),
+        review=store.read_artifact("review.md"),
+    )
+    return {
+        "ticket": ticket_id,
+        "blocked": verdict.blocked,
+        "status": verdict.status,
+        "source": verdict.source,
+        "counts": verdict.counts,
+        "failOn": list(verdict.fail_on),
+        "reason": verdict.reason,
+        "notes": list(verdict.notes),
+    }

@@ -1,0 +1,1 @@
+"""`tf-fsm watch`: resumes tickets when their files arrive."""
