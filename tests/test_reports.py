@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tf_fsm.core.artifacts import REVIEW_FILES
 from tf_fsm.core.detection import (
     evaluate,
     extract_findings,
@@ -22,7 +23,6 @@ from tf_fsm.core.detection import (
     parse_review,
 )
 from tf_fsm.core.reports import (
-    REVIEW_FILES,
     SEVERITY_HEADINGS,
     Finding,
     merge_reviews,

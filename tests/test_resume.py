@@ -9,8 +9,9 @@ import pytest
 
 from tests.conftest import run_cli
 from tf_fsm.core import journal as ev
+from tf_fsm.core.artifacts import PHASE_ARTIFACT as ARTIFACTS
 from tf_fsm.core.machine import PHASES
-from tf_fsm.core.resume import ARTIFACTS, Seen, resume_point
+from tf_fsm.core.resume import Seen, resume_point
 
 TS = "2026-02-10T12:00:00.000Z"
 

@@ -319,10 +319,10 @@ def _check_role(phase: str, role: str | None) -> None:
     """`prompts show --role`: only a role the phase runs (as `prompts list` shows them)."""
     if role is None:
         return
-    from tf_fsm.engine.phases import SINGLE_ROLE
+    from tf_fsm.core.artifacts import roles as roles_of
     from tf_fsm.settings.load import REVIEWER_ROLES
 
-    roles = list(REVIEWER_ROLES) if phase in ("review", "verify") else [SINGLE_ROLE[phase][0]]
+    roles = roles_of(phase, REVIEWER_ROLES, closer=True)
     if role in roles:
         return
     import difflib

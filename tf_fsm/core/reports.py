@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tf_fsm.core.artifacts import REVIEW_FILES
 from tf_fsm.core.detection import extract_findings, parse_review
 from tf_fsm.core.state import SEVERITIES
 
@@ -19,12 +20,6 @@ SEVERITY_HEADINGS: dict[str, str] = {
     "Minor": "Minor (nice to fix)",
     "Warnings": "Warnings (follow-up ticket)",
     "Suggestions": "Suggestions (follow-up ticket)",
-}
-#: reviewer role -> its artifact (pi-ticketflow's names)
-REVIEW_FILES: dict[str, str] = {
-    "reviewer-general": "review-general.md",
-    "reviewer-spec-audit": "review-spec.md",
-    "reviewer-second-opinion": "review-second.md",
 }
 
 

@@ -14,17 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tf_fsm.core import journal as ev
+from tf_fsm.core.artifacts import PHASE_ARTIFACT
 from tf_fsm.core.machine import PHASES
-
-#: each phase's own artifact (what PhaseCompleted names)
-ARTIFACTS: dict[str, str] = {
-    "research": "research.md",
-    "implement": "implementation.md",
-    "review": "review.md",
-    "fix": "fixes.md",
-    "verify": "post-fix-verification.md",
-    "close": "close-summary.md",
-}
 
 
 @dataclass(frozen=True)
@@ -77,8 +68,8 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
         sha = done[phase]
         if sha is None:
             continue
-        seen = look(ARTIFACTS[phase])
-        name = ARTIFACTS[phase]
+        seen = look(PHASE_ARTIFACT[phase])
+        name = PHASE_ARTIFACT[phase]
         if seen is None:
             return ResumePoint(phase, f"{name} is missing")
         if seen.sha256 != sha:
@@ -92,12 +83,12 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
 def _by_timestamps(look: Look) -> ResumePoint:
     newest = -1
     for phase in PHASES:
-        seen = look(ARTIFACTS[phase])
+        seen = look(PHASE_ARTIFACT[phase])
         if seen is None:
-            return ResumePoint(phase, f"no journal: {ARTIFACTS[phase]} is missing")
+            return ResumePoint(phase, f"no journal: {PHASE_ARTIFACT[phase]} is missing")
         if seen.mtime_ns < newest:
             return ResumePoint(
-                phase, f"no journal: {ARTIFACTS[phase]} is older than the phase before"
+                phase, f"no journal: {PHASE_ARTIFACT[phase]} is older than the phase before"
             )
         newest = seen.mtime_ns
     return ResumePoint(PHASES[-1], "no journal: every artifact is present; close runs again")

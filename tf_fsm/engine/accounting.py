@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
+from tf_fsm.core.artifacts import invocations
 from tf_fsm.core.state import Attempt, RetryState
 from tf_fsm.engine.api import Outcome
 from tf_fsm.executors.failures import BUDGET, QUALITY
@@ -19,7 +20,7 @@ from tf_fsm.executors.usage import Usage
 from tf_fsm.settings.load import LoadedSettings
 
 if TYPE_CHECKING:
-    from tf_fsm.engine.orchestrator import TicketRun
+    from tf_fsm.engine.api import RunContext
 
 
 def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
@@ -64,7 +65,7 @@ def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
     return failed[-1].failureClass if failed else None
 
 
-def with_accounting(run: TicketRun, state: RetryState, status: str) -> RetryState:
+def with_accounting(run: RunContext, state: RetryState, status: str) -> RetryState:
     """The attempt's usage and failure class put into its record (optional fields), for the
     caller's one save of the finished attempt."""
     cur = state.current
@@ -101,18 +102,17 @@ def budget_reason(spent: float, budget: float) -> str:
     )
 
 
-def forecast(run: TicketRun, state: RetryState | None) -> float:
+def forecast(run: RunContext, state: RetryState | None) -> float:
     """The most the next attempt can cost, when the executor knows its prices (an optional
     `estimate_cost(phase, role, model)`; the simulation's agent has one, agent CLIs do not):
     every invocation it may make, the fix included. 0.0 when any price is unknown."""
     estimate = getattr(run.executor, "estimate_cost", None)
     if estimate is None:
         return 0.0
-    from tf_fsm.engine.phases import PhaseRunner  # phases imports the orchestrator's world
-
     attempt = run.new_attempt_context(state, "quality_gate")
+    wf = run.settings.workflow
     total = 0.0
-    for phase, role, _ in PhaseRunner(run, attempt).invocations():
+    for phase, role, _ in invocations(attempt.facts.runs, wf.enableReviewers, wf.enableCloser):
         price = estimate(phase, role, attempt.resolution.roles[role].model)
         if price is None:
             return 0.0
@@ -131,7 +131,7 @@ class BudgetCheck:
     refusal: str | None
 
 
-def budget_check(run: TicketRun, state: RetryState | None) -> BudgetCheck | None:
+def budget_check(run: RunContext, state: RetryState | None) -> BudgetCheck | None:
     """None when no budget is set. Refuses when the ticket's budget is spent, or when the
     executor's prices say the next attempt could overrun it. Journals nothing: a blocked
     attempt asks it to say truthfully whether a retry follows."""
@@ -154,7 +154,7 @@ def budget_check(run: TicketRun, state: RetryState | None) -> BudgetCheck | None
     return BudgetCheck(spent, budget, need, refusal)
 
 
-def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | None:
+def refuse_over_budget(run: RunContext, state: RetryState | None) -> Outcome | None:
     """Before an attempt starts (or escalates): the outcome that ends the run when
     `budget_check` refuses it, journaled once per refusal; None when the attempt may start."""
     check = budget_check(run, state)
@@ -162,7 +162,7 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
         return None
     spent, budget, reason = check.spent, check.budget, check.refusal
     cur = state.current if state else None
-    run._event(
+    run.event(
         ev.BudgetExhausted,
         cur.attemptNumber if cur else None,
         spentUsd=round(spent, 6),
@@ -171,7 +171,7 @@ def refuse_over_budget(run: TicketRun, state: RetryState | None) -> Outcome | No
     )
     if state is None:
         return Outcome(run.ticket_id, "exhausted", 0, 0, 0, run.settings.max_retries, reason)
-    return run._outcome(state, "exhausted", 0, reason)
+    return run.outcome(state, "exhausted", 0, reason)
 
 
 __all__ = [

@@ -4,8 +4,21 @@ them without importing the machinery that runs a ticket."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # types only: the run's collaborators, none of which imports this module
+    from tf_fsm.core.journal import Event
+    from tf_fsm.core.state import RetryState
+    from tf_fsm.engine.context import AttemptContext
+    from tf_fsm.engine.prompts import PromptLibrary
+    from tf_fsm.executors.base import Executor
+    from tf_fsm.settings.load import LoadedSettings
+    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.tk.tickets import Ticket
 
 OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed", "waiting"]
 
@@ -64,3 +77,44 @@ class QuietObserver:
 
     def note(self, ticket: str, text: str) -> None:
         pass
+
+
+class RunContext(Protocol):
+    """What a ticket's run offers the code that carries out its attempts (`attempt`,
+    `phases`, `attempt_gates`, `same_failure`, `accounting`): the declared seam between them
+    and `orchestrator.TicketRun`, which is its one implementation."""
+
+    root: Path
+    ticket_id: str
+    ticket: Ticket
+    settings: LoadedSettings
+    options: RunOptions
+    store: TicketStore
+    executor: Executor
+    observer: Observer
+    prompts: PromptLibrary
+    now: Callable[[], datetime]
+    sleep: Callable[[float], None]
+
+    def event(
+        self, cls: type[Event], attempt: int | None, flush: bool = True, **fields: Any
+    ) -> None:
+        """Journal one event (`flush=False`: made durable with the next flushed one)."""
+
+    def save(self, state: RetryState) -> RetryState:
+        """Persist the retry state; returns it."""
+
+    def outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
+        """The run's result with the state's numbers."""
+
+    def edit_ticket(self, change: Callable[[str], str]) -> None:
+        """Rewrite the tk ticket file through `change` (its text in, its new text out)."""
+
+    def close_tk(self, number: int, started: str, reason: str) -> None:
+        """Close the tk ticket, with the note that names the attempt."""
+
+    def write_chain_context(self, attempt: AttemptContext) -> None:
+        """Write chain-context.json for `attempt`."""
+
+    def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
+        """What the next new attempt would run with (read-only)."""

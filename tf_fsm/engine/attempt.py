@@ -19,12 +19,11 @@ from tf_fsm.engine.context import AttemptContext
 from tf_fsm.engine.phases import WAITING, PhaseRunner
 
 if TYPE_CHECKING:
-    from tf_fsm.engine.api import OutcomeStatus
-    from tf_fsm.engine.orchestrator import TicketRun
+    from tf_fsm.engine.api import OutcomeStatus, RunContext
 
 
 def run_attempt(
-    run: TicketRun, attempt: AttemptContext, state: RetryState
+    run: RunContext, attempt: AttemptContext, state: RetryState
 ) -> tuple[RetryState, OutcomeStatus, str]:
     cur = state.current
     if cur is None:
@@ -52,7 +51,7 @@ def run_attempt(
                 machine.fire(model, "complete")  # close completed before the crash
                 continue
             if phase not in attempt.facts.runs:
-                run._event(
+                run.event(
                     ev.PhaseSkipped,
                     attempt.number,
                     flush=False,
@@ -66,12 +65,12 @@ def run_attempt(
             except KeyboardInterrupt:
                 # Where it stopped, for people reading retry-state.json; a resume goes by
                 # the journal and the artifacts, so a SIGKILL (no chance to save) is fine.
-                run._save(update_current(state, phase=phase))
+                run.save(update_current(state, phase=phase))
                 raise
             if failure == WAITING and runner.waiting:
                 # Not an error: the attempt stays in progress at this phase.
                 waiting = with_accounting(run, update_current(state, phase=phase), "waiting")
-                return run._save(waiting), "waiting", runner.waiting
+                return run.save(waiting), "waiting", runner.waiting
             if failure is not None:
                 machine.fire(model, "fail")
                 ended = finish_attempt(
@@ -82,8 +81,8 @@ def run_attempt(
                     now=run.now(),
                     reason=failure,
                 )
-                state = run._save(with_accounting(run, ended, "error"))
-                run._event(
+                state = run.save(with_accounting(run, ended, "error"))
+                run.event(
                     ev.AttemptFinished,
                     attempt.number,
                     flush=False,  # after the state that records it; synced by the batch
@@ -99,7 +98,7 @@ def run_attempt(
 
 
 def _finish(
-    run: TicketRun, attempt: AttemptContext, state: RetryState, runner: PhaseRunner
+    run: RunContext, attempt: AttemptContext, state: RetryState, runner: PhaseRunner
 ) -> tuple[RetryState, OutcomeStatus, str]:
     closed = attempt.facts.gate_passed is True
     status: Literal["closed", "blocked"] = "closed" if closed else "blocked"
@@ -113,10 +112,10 @@ def _finish(
         reason=runner.gate_reason,
     )
     if not closed:  # the failure signature, and the same-failure short-circuit (issue #11)
-        ended = same_failure.after_blocked(run, ended, runner)
+        ended = same_failure.after_blocked(run, ended, runner.gate_rows, runner.post_counts)
     # Journaled before the state is saved, so a crash in between still knows the intent.
     if closed:
-        run._event(ev.TicketClosed, attempt.number, retryCountBefore=before)
+        run.event(ev.TicketClosed, attempt.number, retryCountBefore=before)
     else:
         auto = (
             run.settings.workflow.escalation.enabled
@@ -124,7 +123,7 @@ def _finish(
             and should_retry(ended, run.settings)
             and getattr(budget_check(run, ended), "refusal", None) is None
         )
-        run._event(
+        run.event(
             ev.TicketBlocked,
             attempt.number,
             reason=runner.gate_reason,
@@ -132,10 +131,10 @@ def _finish(
             maxRetries=run.settings.max_retries,
             autoRetry=auto,
         )
-    state = run._save(with_accounting(run, ended, status))
+    state = run.save(with_accounting(run, ended, status))
     if closed:  # tk is told last: the retry state is the record a crash must not lose
-        run._close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
-    run._event(
+        run.close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
+    run.event(
         ev.AttemptFinished,
         attempt.number,
         flush=False,  # after the state that records it; synced by the batch

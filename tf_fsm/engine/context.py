@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm._json_input import load_json
+from tf_fsm.core.artifacts import INPUTS
 from tf_fsm.core.detection import extract_findings
 from tf_fsm.core.escalation import Resolution, RoleResolution
 from tf_fsm.core.machine import PHASES, AttemptFacts
@@ -20,15 +21,6 @@ from tf_fsm.core.state import SEVERITIES, RetryState
 from tf_fsm.engine.prompts import fence_untrusted, inline, refence
 from tf_fsm.errors import CorruptStateError
 
-#: what each phase's agents should read
-INPUTS: dict[str, tuple[str, ...]] = {
-    "research": (),
-    "implement": ("research.md",),
-    "review": ("implementation.md",),
-    "fix": ("review.md", "implementation.md"),
-    "verify": ("review.md", "fixes.md"),
-    "close": ("post-fix-verification.md", "review.md", "fixes.md"),
-}
 #: seed 003: only these phases are handed the prior attempt's failure
 PRIOR_FAILURE_PHASES = frozenset({"implement", "fix"})
 

@@ -10,6 +10,7 @@ one fsync, see TicketStore.batch) and reports progress.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +44,6 @@ from tf_fsm.engine.attempt import run_attempt
 from tf_fsm.engine.context import AttemptContext, prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
-from tf_fsm.errors import TfFsmError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.fs.confine import check_within
@@ -58,6 +58,10 @@ def utc_now() -> datetime:
 
 
 class TicketRun:
+    """One ticket's run: the `RunContext` (tf_fsm.engine.api) its attempts are carried out
+    with. The clock (`now`) and the pause between an agent's restarts (`sleep`) are passed in,
+    so tests never wait."""
+
     def __init__(
         self,
         root: Path,
@@ -67,17 +71,19 @@ class TicketRun:
         executor: Executor,
         observer: Observer,
         now: Callable[[], datetime] = utc_now,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.root, self.options, self.settings = root, options, settings
         self.store = TicketStore(knowledge_dir(root, settings), ticket_id)  # validates the id
         self.ticket_id = ticket_id
         self.ticket = tickets.read(root, ticket_id)
-        self.executor, self.observer, self.now = executor, observer, now
+        self.executor, self.observer = executor, observer
+        self.now, self.sleep = now, sleep
         self.prompts = PromptLibrary(root)
 
     # -- persistence helpers --------------------------------------------------------------
 
-    def _event(
+    def event(
         self, cls: type[ev.Event], attempt: int | None, flush: bool = True, **fields: Any
     ) -> None:
         """Journal an event. Written at once; `flush=False` leaves its fsync to the next flushed
@@ -89,11 +95,11 @@ class TicketRun:
     def flush(self) -> None:
         self.store.sync()
 
-    def _save(self, state: RetryState) -> RetryState:
+    def save(self, state: RetryState) -> RetryState:
         self.store.save_retry_state(state)
         return state
 
-    def _outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
+    def outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
         cur = state.current
         return Outcome(
             self.ticket_id,
@@ -139,11 +145,11 @@ class TicketRun:
         cur = state.current if state else None
         if state is not None and cur is not None and cur.status == "closed":
             if self.ticket.status == "closed":
-                return self._outcome(state, "already_closed", 0, "ticket is already closed")
-            if not self._closed_in_tk(cur.attemptNumber, cur.startedAt):
+                return self.outcome(state, "already_closed", 0, "ticket is already closed")
+            if not self.closed_in_tk(cur.attemptNumber, cur.startedAt):
                 # The run that closed the attempt died before it closed the tk ticket.
-                self._close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
-                return self._outcome(state, "already_closed", 0, "ticket closed (tk updated)")
+                self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
+                return self.outcome(state, "already_closed", 0, "ticket closed (tk updated)")
         if state is not None and state.has_open_attempt:
             attempt, state = self._resume(state, events)
         else:
@@ -157,7 +163,7 @@ class TicketRun:
                 )
                 if stopped(state):
                     reason = same_failure.stop_reason(state, self.ticket_id)
-                return self._outcome(state, "exhausted", 0, reason)
+                return self.outcome(state, "exhausted", 0, reason)
             if (refused := refuse_over_budget(self, state)) is not None:
                 return refused
             attempt, state = self._begin(state, self.next_trigger(state))
@@ -165,15 +171,15 @@ class TicketRun:
         while True:
             state, status, reason = run_attempt(self, attempt, state)
             if status in ("closed", "error", "waiting"):
-                return self._outcome(state, status, runs, reason)
+                return self.outcome(state, status, runs, reason)
             if stopped(state):
                 reason = same_failure.stop(self, state)  # the same failure, nowhere to go
-                return self._outcome(state, "exhausted", runs, reason)
+                return self.outcome(state, "exhausted", runs, reason)
             if not should_retry(state, self.settings):
                 self._exhausted(state)
-                return self._outcome(state, "exhausted", runs, reason)
+                return self.outcome(state, "exhausted", runs, reason)
             if not self.settings.workflow.escalation.enabled or self.options.once:
-                return self._outcome(state, "blocked", runs, reason)
+                return self.outcome(state, "blocked", runs, reason)
             if (refused := refuse_over_budget(self, state)) is not None:
                 return dataclasses.replace(refused, attempts_run=runs)
             attempt, state = self._begin(state, "quality_gate")
@@ -182,7 +188,7 @@ class TicketRun:
     def _exhausted(self, state: RetryState) -> None:
         cur = state.current
         number = cur.attemptNumber if cur else None
-        self._event(
+        self.event(
             ev.RetriesExhausted,
             number,
             retryCount=state.retryCount,
@@ -192,9 +198,9 @@ class TicketRun:
             f"tf-fsm: blocked after {state.retryCount} attempts (max retries "
             f"{self.settings.max_retries}); see {self.store.dir / 'close-summary.md'}"
         )
-        self._edit_ticket(lambda text: tickets.with_note(text, note, self.now()))
+        self.edit_ticket(lambda text: tickets.with_note(text, note, self.now()))
 
-    def _edit_ticket(self, change: Callable[[str], str]) -> None:
+    def edit_ticket(self, change: Callable[[str], str]) -> None:
         from tf_fsm.storage.store import atomic_write_text
 
         path = self.ticket.path
@@ -240,7 +246,7 @@ class TicketRun:
         number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
         prior = attempt.prior_failure
         PhaseRunner(self, attempt).check_templates()  # before anything is written
-        state = self._save(
+        state = self.save(
             start_attempt(
                 state,
                 trigger=trigger,
@@ -256,39 +262,39 @@ class TicketRun:
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         if escalated:
             reason = "; ".join(resolution.roles[r].reason for r in escalated)
-            self._event(
+            self.event(
                 ev.EscalationApplied, number, flush=False, roles=escalated, tier=resolution.tier,
                 reason=reason,
             )  # fmt: skip
         if number > 1 and not plan["research"][0] and self.options.research is not False:
-            self._event(
+            self.event(
                 ev.ResearchSkippedOnRetry,
                 number,
                 flush=False,
                 attemptCount=number - 1,
                 lastFailureKind=prior["kind"] if prior else "unknown",
             )
-        self._write_chain_context(attempt)
+        self.write_chain_context(attempt)
         self._mark_in_progress()
         return attempt, state
 
     def _mark_in_progress(self) -> None:
         if self.ticket.status == "open":
-            self._edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
+            self.edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
             self.ticket = tickets.read(self.root, self.ticket_id)
 
     def _close_note(self, number: int, started: str) -> str:
         return f"tf-fsm: closed attempt {number} (started {started})"
 
-    def _closed_in_tk(self, number: int, started: str) -> bool:
+    def closed_in_tk(self, number: int, started: str) -> bool:
         return self._close_note(number, started) in self.ticket.body
 
-    def _close_tk(self, number: int, started: str, reason: str) -> None:
+    def close_tk(self, number: int, started: str, reason: str) -> None:
         """`status: closed` and a note, as `tk close` and `tk add-note` write them. The note
         names the attempt, so a ticket reopened later by a person is told apart."""
         note = f"{self._close_note(number, started)}: quality gate passed; {reason}"
         note += f". Artifacts: {self.store.dir}"
-        self._edit_ticket(
+        self.edit_ticket(
             lambda text: tickets.with_note(
                 tickets.with_field(text, "status", "closed"), note, self.now()
             )
@@ -297,7 +303,7 @@ class TicketRun:
 
     def _journal_start(self, attempt: AttemptContext, flush: bool = True) -> None:
         res = attempt.resolution
-        self._event(
+        self.event(
             ev.AttemptStarted,
             attempt.number,
             flush=flush,
@@ -318,7 +324,7 @@ class TicketRun:
         ]
         return bool(blocked) and blocked[-1].autoRetry
 
-    def _write_chain_context(self, attempt: AttemptContext) -> None:
+    def write_chain_context(self, attempt: AttemptContext) -> None:
         data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
         self.store.write_artifact("chain-context.json", json_text(data))
 
@@ -330,20 +336,20 @@ class TicketRun:
             raise ValueError("nothing to resume")
         point = self.resume_target(cur.attemptNumber, events)
         phase = point.phase
-        attempt = self._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
+        attempt = self.attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
         attempt.facts.resume_phase = phase
         attempt.resumed_from = cur.status
         attempt.finished = point.finished and phase == "close"
-        state = self._save(reopen_attempt(state, self.now()))
+        state = self.save(reopen_attempt(state, self.now()))
         started = any(
             isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
         )
         if not started:  # killed between saving the attempt and journaling it
             self._journal_start(attempt)
         # The attempt may have died before these were written; they are cheap to write again.
-        self._write_chain_context(attempt)
+        self.write_chain_context(attempt)
         self._mark_in_progress()
-        self._event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
+        self.event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
         self.observer.note(
             self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
         )
@@ -353,7 +359,7 @@ class TicketRun:
         """The first phase of `attempt` that is not complete, and why (read-only)."""
         return resume_point(attempt, events, self.store.seen, gate_decided(self.store))
 
-    def _attempt_from_context(
+    def attempt_from_context(
         self, number: int, trigger: str, tier: int | None = None
     ) -> AttemptContext:
         """The resumed attempt runs with the models, tier and plan it started with."""
@@ -380,6 +386,7 @@ def run_ticket(
     executor: Executor | None = None,
     observer: Observer | None = None,
     now: Callable[[], datetime] = utc_now,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Outcome:
     settings = settings or load_settings(root, record=True)
     executor = executor or make_executor(settings, root)
@@ -391,17 +398,6 @@ def run_ticket(
         executor,
         observer or QuietObserver(),
         now,
+        sleep,
     )
     return run.run()
-
-
-class RetriesExhaustedError(TfFsmError):
-    """Raised by callers that want an exception rather than an Outcome."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-        super().__init__()
-
-    @property
-    def message(self) -> str:
-        return f"{self.outcome.ticket_id}: {self.outcome.reason}"

@@ -4,16 +4,20 @@ tf_fsm writes itself. Which phases an attempt runs is `escalation.phase_plan` (p
 from __future__ import annotations
 
 import hashlib
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm._json_input import load_json
 from tf_fsm.core import journal as ev
+from tf_fsm.core.artifacts import (
+    PHASE_ARTIFACT,
+    SINGLE_ROLE,
+    agent_artifact,
+    invocations,
+    roles,
+)
 from tf_fsm.core.detection import blocking_counts, parse_review, uncountable_review
-from tf_fsm.core.machine import PHASES
 from tf_fsm.core.reports import (
-    REVIEW_FILES,
     merge_reviews,
     render_close_summary,
     render_post_fix_verification,
@@ -28,22 +32,12 @@ from tf_fsm.errors import CorruptStateError
 from tf_fsm.executors import Invocation, OutputMark
 from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
 from tf_fsm.fs.atomic import json_text
-from tf_fsm.settings.load import REVIEWER_ROLES
 
 if TYPE_CHECKING:
-    from tf_fsm.engine.orchestrator import TicketRun
+    from tf_fsm.engine.api import RunContext
 
 #: what a phase returns instead of a failure when a hand-off artifact has not arrived yet
 WAITING = "waiting"
-
-#: phase -> (role, artifact) for the single-role phases
-SINGLE_ROLE: dict[str, tuple[str, str]] = {
-    "research": ("researcher", "research.md"),
-    "implement": ("worker", "implementation.md"),
-    "fix": ("fixer", "fixes.md"),
-    "close": ("closer", "close-notes.md"),
-}
-
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -52,7 +46,7 @@ def _sha256(data: bytes) -> str:
 class PhaseRunner:
     """Runs the phases of one attempt; returns a one-line failure or None from `run`."""
 
-    def __init__(self, run: TicketRun, attempt: AttemptContext) -> None:
+    def __init__(self, run: RunContext, attempt: AttemptContext) -> None:
         self.run_, self.attempt = run, attempt
         self.store = run.store
         self.wf = run.settings.workflow
@@ -62,6 +56,14 @@ class PhaseRunner:
         self.gate_reason = ""
         self.gate_rows: list[dict[str, Any]] = []
         self.waiting: str | None = None
+        self._phases = {
+            "research": self._research,
+            "implement": self._implement,
+            "review": self._review,
+            "fix": self._fix,
+            "verify": self._verify,
+            "close": self._close,
+        }
 
     def restore_gate(self) -> None:
         """A run resumed at close takes the gate decided by this attempt's verify phase."""
@@ -78,14 +80,14 @@ class PhaseRunner:
         self.gate_reason = str(data.get("reason", ""))
 
     def run(self, phase: str) -> str | None:
-        self.run_._event(
+        self.run_.event(
             ev.PhaseStarted, self.attempt.number, flush=False, phase=phase, roles=self._roles(phase)
         )
-        failure: str | None = getattr(self, f"_{phase}")()
+        failure = self._phases[phase]()
         if failure is None:
-            artifact = self._primary(phase)
+            artifact = PHASE_ARTIFACT[phase]
             data = (self.store.dir / artifact).read_bytes()
-            self.run_._event(
+            self.run_.event(
                 ev.PhaseCompleted,
                 self.attempt.number,
                 # close is followed at once by TicketClosed/TicketBlocked: one fsync for both
@@ -99,19 +101,7 @@ class PhaseRunner:
     # -- helpers ----------------------------------------------------------------------------
 
     def _roles(self, phase: str) -> list[str]:
-        if phase in ("review", "verify"):
-            return [r for r in self.wf.enableReviewers if r in REVIEWER_ROLES]
-        if phase == "close" and not self.wf.enableCloser:
-            return []
-        return [SINGLE_ROLE[phase][0]]
-
-    @staticmethod
-    def _primary(phase: str) -> str:
-        return {
-            "review": "review.md",
-            "verify": "post-fix-verification.md",
-            "close": "close-summary.md",
-        }.get(phase, SINGLE_ROLE.get(phase, ("", ""))[1])
+        return roles(phase, self.wf.enableReviewers, self.wf.enableCloser)
 
     def _counts_from(self, name: str) -> dict[str, int]:
         text = self.store.read_artifact(name)
@@ -164,7 +154,7 @@ class PhaseRunner:
             result = run.executor.invoke(invocation)
             if result.waiting:
                 run.store.write_artifact(log_name, result.log, sync_dir=False)
-                run._event(
+                run.event(
                     ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
                     promptFile=str(prompt_file),
                 )  # fmt: skip
@@ -189,7 +179,7 @@ class PhaseRunner:
             log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
             run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
             sha = written[0] if written else None
-            run._event(
+            run.event(
                 ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
                 artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),
                 usage=result.usage.to_json() if result.usage else None,
@@ -200,7 +190,7 @@ class PhaseRunner:
             if restart:
                 restarts += 1
                 delay = backoff_delay(restarts, conf.restartBackoffSeconds)
-                run._event(
+                run.event(
                     ev.InvocationRestarted, n, phase=phase, role=role,
                     failureClass=failure_class, attemptNo=restarts, delay=round(delay, 3),
                     failure=str(failure),
@@ -210,7 +200,7 @@ class PhaseRunner:
                     f"attempt {n} {phase} ({role}): {failure_class}: {failure}; restart "
                     f"{restarts}/{conf.maxRestarts} in {delay:.1f}s",
                 )
-                time.sleep(delay)
+                run.sleep(delay)
                 continue
             break
         tries = f" ({restarts} restarts)" if restarts else ""
@@ -218,7 +208,7 @@ class PhaseRunner:
             f"{phase} ({role}, {chosen.model}) failed{tries} [{failure_class}]: {failure}; "
             f"log: {log_path}"
         )
-        run._event(
+        run.event(
             ev.PhaseFailed, n, phase=phase, role=role, failure=failure,
             exitCode=result.exit_code, stderrTail=result.stderr_tail, log=str(log_path),
             failureClass=failure_class,
@@ -244,17 +234,7 @@ class PhaseRunner:
 
     def invocations(self) -> list[tuple[str, str, str]]:
         """(phase, role, artifact) of every agent invocation this attempt may make."""
-        out: list[tuple[str, str, str]] = []
-        for phase in PHASES:
-            if phase not in self.attempt.facts.runs:
-                continue
-            for role in self._roles(phase):
-                if phase in ("review", "verify"):
-                    prefix = "post-fix-" if phase == "verify" else ""
-                    out.append((phase, role, prefix + REVIEW_FILES[role]))
-                else:
-                    out.append((phase, role, SINGLE_ROLE[phase][1]))
-        return out
+        return invocations(self.attempt.facts.runs, self.wf.enableReviewers, self.wf.enableCloser)
 
     def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
         context = self._context(phase, role, self.store.dir / artifact, gate_feedback)
@@ -267,14 +247,14 @@ class PhaseRunner:
         gate feedback they are the same text). Then check that every quality gate can start."""
         for phase, role, artifact in self.invocations():
             self.attempt.prompts[phase, role, artifact] = self.render(phase, role, artifact)
-        check_before_attempt(self)
+        check_before_attempt(self.run_, self.attempt, self.render)
 
     def _reviewers(
-        self, phase: str, prefix: str, merged_name: str, title: str
+        self, phase: str, merged_name: str, title: str
     ) -> tuple[str | None, dict[str, int]]:
         texts: dict[str, str] = {}
         for role in self._roles(phase):
-            name = prefix + REVIEW_FILES[role]
+            name = agent_artifact(phase, role)
             failure = self._invoke(phase, role, name)
             if failure:
                 return failure, {}
@@ -292,7 +272,7 @@ class PhaseRunner:
         return self._invoke("implement", *SINGLE_ROLE["implement"])
 
     def _review(self) -> str | None:
-        failure, counts = self._reviewers("review", "", "review.md", "Review")
+        failure, counts = self._reviewers("review", "review.md", "Review")
         if failure:
             return failure
         self.pre_counts = self.post_counts = counts
@@ -300,7 +280,7 @@ class PhaseRunner:
         if self.wf.enableFixer and not blocking_counts(counts, self.fail_on):
             facts.runs = facts.runs - {"fix"}
             self.attempt.plan["fix"] = (False, "review.md has no failOn findings")
-            self.run_._write_chain_context(self.attempt)  # a resume must see the same plan
+            self.run_.write_chain_context(self.attempt)  # a resume must see the same plan
         return None
 
     def _fix(self) -> str | None:
@@ -312,9 +292,7 @@ class PhaseRunner:
         if not fix_ran:
             mode, post = "no-fix", dict(self.pre_counts)
         elif mode == "rereview":
-            failure, post = self._reviewers(
-                "verify", "post-fix-", "post-fix-review.md", "Post-Fix Review"
-            )
+            failure, post = self._reviewers("verify", "post-fix-review.md", "Post-Fix Review")
             if failure:
                 return failure
         else:
@@ -332,7 +310,7 @@ class PhaseRunner:
         else:
             passed = True
             reason = f"no failOn severity remains after the fix (failOn: {listed})"
-        self.run_._event(
+        self.run_.event(
             ev.GateEvaluated,
             self.attempt.number,
             flush=False,  # durable with the phase's completion; a crash re-runs the verify
@@ -343,7 +321,11 @@ class PhaseRunner:
             source="post-fix-verification",
             reason=reason,
         )
-        gates = run_attempt_gates(self, feedback=passed) if self.wf.qualityGates else None
+        gates = (
+            run_attempt_gates(self.run_, self.attempt, passed, self.render, self._invoke)
+            if self.wf.qualityGates
+            else None
+        )
         if gates is not None and gates.failure:
             return gates.failure
         if gates is not None and gates.blocking is not None:  # never with the gate disabled

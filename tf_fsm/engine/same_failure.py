@@ -5,7 +5,7 @@ decision, and what the ticket and the journal are told. The rule itself is pure
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tf_fsm._json_input import load_json
 from tf_fsm.core import journal as ev
@@ -16,16 +16,18 @@ from tf_fsm.core.state import RetryState, update_current
 from tf_fsm.tk import tickets
 
 if TYPE_CHECKING:
-    from tf_fsm.engine.orchestrator import TicketRun
-    from tf_fsm.engine.phases import PhaseRunner
+    from tf_fsm.engine.api import RunContext
 
 STOP_REASON = "same-failure"
 HUMAN_NOTE = "needs a human: the same failure twice at the top tier"
 
 
-def attempt_signature(run: TicketRun, runner: PhaseRunner) -> FailureSignature | None:
+def attempt_signature(
+    run: RunContext, gate_rows: list[dict[str, Any]], post_counts: dict[str, int]
+) -> FailureSignature | None:
     """The blocked attempt's signature: the findings that remain after the fix (the post-fix
-    re-review's, else review.md's), its post-fix counts and the gate commands that failed."""
+    re-review's, else review.md's), its post-fix counts (`post_counts`) and the gate commands
+    that failed (from the verify phase's `gate_rows`)."""
     read = run.store.read_artifact
     try:
         mode = load_json(read("post-fix-verification.json") or "{}").get("mode")
@@ -35,18 +37,20 @@ def attempt_signature(run: TicketRun, runner: PhaseRunner) -> FailureSignature |
     findings = extract_findings(remaining or read("review.md") or "")
     gates = [
         str(row["name"])
-        for row in runner.gate_rows
+        for row in gate_rows
         if not row.get("passed") and (row.get("blocking") or row.get("required"))
     ]
     fail_on = list(run.settings.workflow.failOn)
-    return failure_signature(fail_on, findings, runner.post_counts, gates)
+    return failure_signature(fail_on, findings, post_counts, gates)
 
 
-def after_blocked(run: TicketRun, state: RetryState, runner: PhaseRunner) -> RetryState:
+def after_blocked(
+    run: RunContext, state: RetryState, gate_rows: list[dict[str, Any]], post_counts: dict[str, int]
+) -> RetryState:
     """Record the blocked attempt's signature and, when it repeats the previous attempt's
     and retries are left, the short-circuit's decision (journaled; a stop is persisted as
     `stopReason`, so no later run or backlog loop starts another attempt)."""
-    signature = attempt_signature(run, runner)
+    signature = attempt_signature(run, gate_rows, post_counts)
     if signature is None:
         return state
     state = update_current(state, failureSignature=signature.digest)
@@ -61,7 +65,7 @@ def after_blocked(run: TicketRun, state: RetryState, runner: PhaseRunner) -> Ret
     state = update_current(state, sameFailure=record)
     if stop:
         state = state.model_copy(update={"stopReason": STOP_REASON, "status": "blocked"})
-    run._event(
+    run.event(
         ev.SameFailureDetected,
         decision.attempt,
         previousAttempt=decision.previous,
@@ -94,10 +98,10 @@ def stop_reason(state: RetryState, ticket_id: str) -> str:
     )
 
 
-def stop(run: TicketRun, state: RetryState) -> str:
+def stop(run: RunContext, state: RetryState) -> str:
     """The run ends on a same-failure stop: a tk note for a person, and the reason."""
     mode = run.settings.workflow.escalation.sameFailure
     what = HUMAN_NOTE if mode == "skip-tier" else "needs a human: the same failure twice in a row"
     note = f"tf-fsm: {what}: {_pair(state)}; see {run.store.dir / 'close-summary.md'}"
-    run._edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
+    run.edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
     return stop_reason(state, run.ticket_id)

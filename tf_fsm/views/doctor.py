@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tf_fsm.core.artifacts import REVIEW_FILES, SINGLE_ROLE
 from tf_fsm.core.escalation import resolve
-from tf_fsm.core.reports import REVIEW_FILES
-from tf_fsm.engine.phases import SINGLE_ROLE
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.executors.base import Invocation
 from tf_fsm.executors.command import CommandExecutor

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tf_fsm.core.artifacts import agent_artifact
 from tf_fsm.core.escalation import (
     NO_ATTEMPT_ALLOWED,
     detect_same_failure,
@@ -40,11 +41,11 @@ def next_step(run: TicketRun) -> Step:
     if state is not None and cur is not None and cur.status == "closed":
         if run.ticket.status == "closed":
             return Step("already_closed", None, "the ticket is already closed")
-        if not run._closed_in_tk(cur.attemptNumber, cur.startedAt):
+        if not run.closed_in_tk(cur.attemptNumber, cur.startedAt):
             why = "retry-state.json records the close; run would only close the tk ticket"
             return Step("already_closed", None, why)
     if state is not None and cur is not None and state.has_open_attempt:
-        attempt = run._attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
+        attempt = run.attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
         point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
         attempt.facts.resume_phase = point.phase
         attempt.finished = point.finished and point.phase == "close"
@@ -179,7 +180,7 @@ def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
     wf, root = runner.wf, runner.run_.root
     if not wf.qualityGates:
         return {}
-    feedback = feedback_possible(runner)
+    feedback = feedback_possible(runner.wf)
     gates = [
         {
             "name": gate.name,
@@ -201,14 +202,13 @@ def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
 
 def template_table(root: Path | None) -> list[dict[str, str]]:
     """Which template file each (phase, role) uses, and its frontmatter."""
-    from tf_fsm.engine.phases import SINGLE_ROLE
+    from tf_fsm.core.artifacts import roles
     from tf_fsm.settings.load import REVIEWER_ROLES
 
     library = PromptLibrary(root)
     rows = []
     for phase in PHASES:
-        roles = list(REVIEWER_ROLES) if phase in ("review", "verify") else [SINGLE_ROLE[phase][0]]
-        for role in roles:
+        for role in roles(phase, REVIEWER_ROLES, closer=True):
             template = library.find(template_for(phase, role))
             rows.append(
                 {
@@ -231,23 +231,13 @@ EXAMPLE_TICKET = {
 }
 
 
-def artifact_name(phase: str, role: str) -> str:
-    """The file one invocation writes, as PhaseRunner.invocations names it."""
-    from tf_fsm.core.reports import REVIEW_FILES
-    from tf_fsm.engine.phases import SINGLE_ROLE
-
-    if phase in ("review", "verify"):
-        return ("post-fix-" if phase == "verify" else "") + REVIEW_FILES[role]
-    return SINGLE_ROLE[phase][1]
-
-
 def render_example(
     root: Path | None, phase: str, role: str | None, attempt: int | None, ticket_id: str | None
 ) -> str:
     """One phase prompt (`prompts show`). With a ticket: its real next attempt, as `run --plan`
     computes it, or attempt `attempt` of it when none would run (closed, exhausted). Without
     one: an example ticket on attempt `attempt` (default 1)."""
-    from tf_fsm.engine.phases import SINGLE_ROLE
+    from tf_fsm.core.artifacts import SINGLE_ROLE
     from tf_fsm.settings.load import load_settings, settings_from_dict
 
     role = role or ("reviewer-general" if phase in ("review", "verify") else SINGLE_ROLE[phase][0])
@@ -298,7 +288,7 @@ def _render_for_ticket(
             )
         context_ = _later_attempt(run, attempt, state)
     runner = PhaseRunner(run, context_)
-    output = run.store.dir / artifact_name(phase, role)
+    output = run.store.dir / agent_artifact(phase, role)
     return run.prompts.render(template_for(phase, role), runner._context(phase, role, output))
 
 
@@ -356,7 +346,7 @@ def _render_example(
             resolution.roles[role],
             ticket=EXAMPLE_TICKET,
             artifact_dir=where,
-            output=where / artifact_name(phase, role),
+            output=where / agent_artifact(phase, role),
             chain_context=where / "chain-context.json",
             flags=RunOptions().flags(),
             fail_on=list(settings.workflow.failOn),

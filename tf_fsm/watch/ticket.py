@@ -14,26 +14,42 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from tf_fsm.core import journal as ev
+from tf_fsm.core.artifacts import REPORTS
 from tf_fsm.core.resume import live_phase
 from tf_fsm.engine.orchestrator import Outcome, run_ticket
 from tf_fsm.errors import TfFsmError, TicketLockedError
 from tf_fsm.storage.store import TicketStore
 
 if TYPE_CHECKING:
-    from tf_fsm.watch.watcher import Watch
+    from tf_fsm.executors.base import Executor
+    from tf_fsm.settings.load import LoadedSettings
+
+
+class WatchHost(Protocol):
+    """What a watched ticket needs from the watch that routes events to it (its one
+    implementation is tf_fsm.watch.watcher.Watch)."""
+
+    root: Path
+    settings: LoadedSettings
+    stable: float
+    stopping: bool
+    interruptible: bool
+    runs: int
+    lock: threading.Lock
+
+    def executor(self) -> Executor: ...
+
+    def log(self, ticket: str | None, event: str, text: str, **fields: Any) -> None: ...
+
+    def state_changed(self) -> None: ...
 
 RESUME = "resume"  # touched by the user: resume this ticket now
 LOCK_RETRY_MAX = 5.0
 #: What tf_fsm writes into a ticket directory itself: never a reason to act (no feedback loops).
-_OWN_NAMES = frozenset(
-    {
-        "events.jsonl", "chain-context.json", "review.md", "post-fix-review.md",
-        "post-fix-verification.md", "post-fix-verification.json", "close-summary.md",
-    }
-)  # fmt: skip
+_OWN_NAMES = frozenset({"events.jsonl", "chain-context.json", *REPORTS})
 _OWN_DIRS = frozenset({"prompts", "logs", "gates"})
 #: Written by every run, ours or another process's: re-read the ticket's state, never act on it.
 STATE_FILES = frozenset({"events.jsonl", "retry-state.json"})
@@ -148,7 +164,7 @@ class _RunObserver:
 class WatchedTicket:
     """One ticket under watch: events from the observer thread in, one run at a time out."""
 
-    def __init__(self, watch: Watch, store: TicketStore, state: Awaiting) -> None:
+    def __init__(self, watch: WatchHost, store: TicketStore, state: Awaiting) -> None:
         self.w, self.store, self.state, self.id = watch, store, state, store.ticket_id
         self.cond = threading.Condition()
         self.pending: dict[Path, tuple[float, Snap | None]] = {}  # path -> (last event, stat)
