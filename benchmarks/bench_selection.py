@@ -43,9 +43,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget, median_seconds, ms
 
+from tf_fsm.cli.run import worker_main
 from tf_fsm.core import machine
 from tf_fsm.core.state import EscalationRecord, finish_attempt, new_state, start_attempt
-from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+from tf_fsm.loop.ralph import Loop
+from tf_fsm.loop.records import LoopOptions, Plan
 from tf_fsm.loop.view import Reporter
 from tf_fsm.settings.load import settings_from_dict
 from tf_fsm.tk import file_reader as _file_reader
@@ -123,7 +125,8 @@ class _SelectOnly(Loop):
 def select_only_loop(root: Path) -> _SelectOnly:
     settings = settings_from_dict({"executor": {"kind": "scripted"}})
     options = LoopOptions(workers=WORKERS, max_iterations=10**9)
-    return _SelectOnly(root, settings, options, Reporter(None, err=io.StringIO()))
+    reporter = Reporter(None, err=io.StringIO())
+    return _SelectOnly(root, settings, options, reporter, worker=worker_main)  # never started
 
 
 def loop_selection(root: Path) -> list[str]:

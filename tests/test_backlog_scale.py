@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from tf_fsm.cli.run import worker_main
 from tf_fsm.core import machine
 from tf_fsm.loop import ralph
-from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+from tf_fsm.loop.ralph import Loop
+from tf_fsm.loop.records import LoopOptions, Plan
 from tf_fsm.loop.view import Reporter
 from tf_fsm.settings.load import settings_from_dict
 from tf_fsm.tk.tickets import new_ticket
@@ -80,6 +82,7 @@ def select(root: Path, workers: int) -> tuple[SelectOnly, list[str]]:
         settings,
         LoopOptions(workers=workers, max_iterations=100),
         Reporter(None, err=io.StringIO()),
+        worker=worker_main,  # never started: `_launch` only records
     )
     loop._fill()
     return loop, list(loop.running)

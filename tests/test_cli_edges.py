@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.cli.main import EXIT_STDOUT_CLOSED, OUTCOME_CODES, build_parser
+from tf_fsm.cli.exits import EXIT_STDOUT_CLOSED, OUTCOME_CODES
+from tf_fsm.cli.main import build_parser
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 REVIEWERS = "reviewer-general, reviewer-spec-audit, reviewer-second-opinion"

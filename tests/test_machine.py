@@ -17,7 +17,6 @@ from tf_fsm.core.machine import (
     AttemptFacts,
     Edge,
     TicketModel,
-    TransitionError,
     check_structure,
     lifecycle,
     phase_of,
@@ -25,7 +24,7 @@ from tf_fsm.core.machine import (
     retries_left,
     state_of_attempt,
 )
-from tf_fsm.errors import TfFsmError
+from tf_fsm.errors import TfFsmError, TransitionError
 
 
 def test_structure_is_valid() -> None:

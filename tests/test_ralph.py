@@ -420,7 +420,9 @@ def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
     is refused the lock (exit 75). Its outcome file must be its own; a shared name let the
     refused worker truncate, and its loop remove, the outcome line of the one still running,
     which was then reported FAILED and never retried."""
-    from tf_fsm.loop.ralph import Loop, LoopOptions, Plan
+    from tf_fsm.cli.run import worker_main
+    from tf_fsm.loop.ralph import Loop
+    from tf_fsm.loop.records import LoopOptions, Plan
     from tf_fsm.loop.view import Reporter
     from tf_fsm.settings.load import load_settings
 
@@ -428,7 +430,7 @@ def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
     for key, value in proj.env().items():
         monkeypatch.setenv(key, value)
     options = LoopOptions(workers=2, max_iterations=9)
-    loop = Loop(proj.root, load_settings(proj.root), options, Reporter(None))
+    loop = Loop(proj.root, load_settings(proj.root), options, Reporter(None), worker=worker_main)
     plan = Plan("pt-1", "Title pt-1", 1, "initial", {}, frozenset())
     try:
         loop._launch(plan)

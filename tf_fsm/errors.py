@@ -1,15 +1,27 @@
-"""One exception root. Each error keeps its context as attributes and builds its own message,
-so the CLI can print it (and map it to an exit code) without knowing how it was raised."""
+"""One exception root. Each error keeps its context as attributes, builds its own message and
+carries its exit code, so the CLI prints it and exits with it without knowing how it was
+raised (tf_fsm.cli.exits is the one place that turns an error into an exit)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
+
+#: the exit codes errors carry (tf_fsm.cli.exits has the whole table, with what each means)
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_STORAGE = 74
+EXIT_LOCKED = 75
+#: also how the backlog loop tells an interrupted worker (tf_fsm.loop.ralph)
+EXIT_INTERRUPTED = 130
 
 
 class TfFsmError(Exception):
     """Root of every error tf_fsm raises on purpose."""
+
+    #: how `tf-fsm` exits when this error ends a command
+    exit_code: ClassVar[int] = EXIT_BAD_INPUT
 
     def __init__(self) -> None:
         super().__init__(self.message)
@@ -113,6 +125,8 @@ class TicketLockedError(TfFsmError):
     """Another live process holds the ticket's lock. The lock is an OS lock, so it is never stale:
     it disappears when its holder exits, however it exits."""
 
+    exit_code = EXIT_LOCKED
+
     def __init__(self, ticket_id: str, holder_pid: int | None, lock_path: Path) -> None:
         self.ticket_id = ticket_id
         self.holder_pid = holder_pid
@@ -185,6 +199,8 @@ class StorageError(TfFsmError):
     """The disk refused a write: full, read-only, or not permitted. Raised before anything
     half-written is left: the file tf_fsm was replacing keeps its old content."""
 
+    exit_code = EXIT_STORAGE
+
     def __init__(self, path: Path, operation: str, reason: str) -> None:
         self.path, self.operation, self.reason = path, operation, reason
         super().__init__()
@@ -192,3 +208,44 @@ class StorageError(TfFsmError):
     @property
     def message(self) -> str:
         return f"cannot {self.operation} {self.path}: {self.reason}"
+
+
+class UsageError(TfFsmError):
+    """The command line asks for something that cannot be done (its own words say what)."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return self.problem
+
+
+class ShowError(UsageError):
+    """`tf-fsm tickets show` cannot pick one file, in tk's words ("ticket 'x' not found")."""
+
+
+class GraphvizError(UsageError):
+    """`dot` is missing (the message says how to install it) or failed."""
+
+
+class TransitionError(TfFsmError):
+    """A trigger the lifecycle machine refuses in the ticket's current state: a bug in tf_fsm,
+    never bad input."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(
+        self, ticket_id: str, state: str, trigger: str, refused_by: Sequence[str]
+    ) -> None:
+        self.ticket_id, self.state, self.trigger = ticket_id, state, trigger
+        self.refused_by = tuple(refused_by)
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        if not self.refused_by:
+            return f"{self.ticket_id}: {self.trigger!r} is not possible from state {self.state!r}"
+        guards = ", ".join(self.refused_by)
+        return f"{self.ticket_id}: {self.trigger!r} from {self.state!r} refused by {guards}"

@@ -1,5 +1,5 @@
 """The `tf-fsm` argument parser: every command, option and help text, and the exit codes
-each command documents. Built when `main` runs; the commands live in tf_fsm.cli.main (set-up and
+each command documents. Built when `main` runs; the commands live in tf_fsm.cli.run (set-up and
 runs), tf_fsm.cli.query (read-only queries) and tf_fsm.cli.tools."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import os
 import sys
 
 from tf_fsm import __version__
-from tf_fsm.cli.main import cmd_init, cmd_resume, cmd_run
+from tf_fsm.cli.common import add_global_arguments
+from tf_fsm.cli.exits import epilog
 from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
+from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
 from tf_fsm.cli.tools import (
     _positive,
     cmd_demo,
@@ -21,25 +23,7 @@ from tf_fsm.cli.tools import (
     cmd_watch,
 )
 
-EPILOG = """\
-exit codes:
-  0   success (run: the ticket is closed)
-  1   unexpected internal error (traceback with --verbose)
-  2   bad input: usage, settings file, ticket id, missing project or ticket,
-      missing agent program, corrupt state file (left untouched), a prompt template
-      the sandbox refuses, a symlink that would lead a write out of the project
-  3   run: blocked by the quality gate, retries left
-  4   run: blocked, retries exhausted, the ticket's budget spent, or the same
-      failure repeated (same-failure; later runs are refused before any agent runs)
-  5   run: a phase failed; the attempt is in error and resumable with `run` again
-  6   run: waiting for a hand-off artifact (executor kind "handoff"); resumable
-  74  the disk refused a write: full, read-only or not permitted (names the file)
-  75  the ticket is being run by another process (ralph: every ready ticket was, so
-      nothing ran)
-  130 interrupted (Ctrl-C; run, resume, ralph and watch also on SIGTERM): resumable
-  141 standard output was closed early (e.g. piped into `head`); the rest of the output
-      is dropped quietly
-"""
+EPILOG = epilog()
 
 TICKETS_EPILOG = """\
 exit codes:
@@ -55,6 +39,7 @@ exit codes:
        --max-iterations runs started
   1    unexpected internal error (traceback with --verbose)
   2    bad input: usage, settings file, missing agent program, no project found
+  75   every ready ticket is locked by another process, so nothing ran
   130  interrupted (Ctrl-C or SIGTERM); running tickets stop and stay resumable
 """
 
@@ -104,16 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_Formatter,
     )
     parser.add_argument("--version", action="version", version=f"tf-fsm {__version__}")
-    root_help = "project root (default: $TF_FSM_ROOT, else walk up to .tf/ or .tickets/)"
-    verbose_help = "tracebacks for internal errors"
-    parser.add_argument("--root", help=root_help)
-    parser.add_argument("--verbose", action="store_true", help=verbose_help)
-    # The same options after the subcommand too; SUPPRESS keeps a value given before it.
+    add_global_arguments(parser)
+    # The same options after the subcommand too.
     common = argparse.ArgumentParser(add_help=False, formatter_class=_Formatter)
-    common.add_argument("--root", default=argparse.SUPPRESS, help=root_help)
-    common.add_argument(
-        "--verbose", action="store_true", default=argparse.SUPPRESS, help=verbose_help
-    )
+    add_global_arguments(common, after_command=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, help_: str) -> argparse.ArgumentParser:
@@ -134,56 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_init)
 
     p = add("run", "drive one ticket through its lifecycle")
-    p.add_argument("ticket")
-    p.add_argument("--once", action="store_true", help="run one attempt only, even if it blocks")
-    p.add_argument(
-        "--retry-reset",
-        action="store_true",
-        help="move retry-state.json aside (.bak.<UTC time>) and start at attempt 1",
-    )
-    p.add_argument(
-        "--no-research",
-        dest="research",
-        action="store_const",
-        const=False,
-        help="skip the research phase (the last of --no-research/--with-research wins)",
-    )
-    p.add_argument(
-        "--with-research",
-        dest="research",
-        action="store_const",
-        const=True,
-        help="run research even when disabled or on a retry",
-    )
-    p.add_argument(
-        "--auto",
-        "--no-clarify",
-        dest="auto",
-        action="store_true",
-        help="headless: recorded in chain-context.json for the prompts",
-    )
-    p.add_argument(
-        "--create-followups",
-        action="store_true",
-        help="ask the closer for follow-up tickets (followups.md)",
-    )
-    p.add_argument("--simplify-tickets", action="store_true", help="recorded for the closer")
-    p.add_argument("--final-review-loop", action="store_true", help="recorded for the closer")
-    p.add_argument(
-        "--plan",
-        "--dry-run",
-        dest="plan",
-        action="store_true",
-        help="print what would run (attempt, phases, models and their source, "
-        "templates, prompt sizes) without running, locking or writing anything",
-    )
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the outcome (or, with --plan, the plan) as JSON on stdout",
-    )
-    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock
-    p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
+    add_run_arguments(p)
     p.set_defaults(func=cmd_run, research=None)
 
     p = add("resume", "continue a ticket's attempt that is in progress or in error")

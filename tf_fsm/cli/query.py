@@ -2,7 +2,7 @@
 the settings, ticket state, artifacts, the backlog or the templates and change nothing on
 disk (`gate --run` runs the gate commands but records nothing). Heavy modules are imported
 inside each command so `tf-fsm --help` and `status` on an empty project start fast; only
-`tf_fsm.cli.main` maps errors to exit codes."""
+`tf_fsm.cli.exits` maps errors to exit codes."""
 
 from __future__ import annotations
 
@@ -12,17 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tf_fsm.cli.main import (
+from tf_fsm.cli.common import console, print_json, project_root, ticket_ids
+from tf_fsm.cli.exits import EXIT_BLOCKED, EXIT_OK
+from tf_fsm.errors import (
     EXIT_BAD_INPUT,
-    EXIT_BLOCKED,
-    EXIT_OK,
+    CorruptStateError,
+    ProjectNotFoundError,
+    TicketError,
     UsageError,
-    _console,
-    _root,
-    _ticket_ids,
-    print_json,
 )
-from tf_fsm.errors import CorruptStateError, ProjectNotFoundError, TicketError
 from tf_fsm.views.terminal import terminal_safe
 
 if TYPE_CHECKING:
@@ -34,7 +32,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     from tf_fsm.engine.prompts import PromptLibrary
     from tf_fsm.settings.load import load_settings
 
-    root = _root(args)
+    root = project_root(args)
     loaded = load_settings(root)
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -73,14 +71,14 @@ def cmd_settings(args: argparse.Namespace) -> int:
     for role in loaded.roles:
         cells = [tiers[n].roles[role] for n in (1, 2, 3)]
         table.add_row(role, *(f"{c.model}{marks.get(c.source, '')}" for c in cells))
-    _console().print(table)
+    console().print(table)
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tf_fsm.settings.project import nothing_run
 
-    root = _root(args)
+    root = project_root(args)
     if args.all and args.tickets:
         raise UsageError("--all shows every ticket of the backlog; drop the TICKET names")
     if not args.tickets and not args.all and nothing_run(root):
@@ -118,7 +116,7 @@ def _status_tickets(args: argparse.Namespace, root: Path, settings: Any) -> list
             print(f"tf-fsm: warning: {terminal_safe(problem)}", file=sys.stderr)
         return tickets
     if args.tickets:
-        return list(_known_tickets(root, settings, _ticket_ids(args.tickets)))
+        return list(_known_tickets(root, settings, ticket_ids(args.tickets)))
     return list(tracked_tickets(root, settings))
 
 
@@ -165,7 +163,7 @@ def _print_rows(
     table = Table(*columns)
     for row in rows:  # Text, escaped: a title or an agent's text is neither markup nor control
         table.add_row(*(Text(terminal_safe(cell)) for cell in cells(row)))
-    _console().print(table)
+    console().print(table)
 
 
 def _known_tickets(root: Path, settings: Any, ticket_ids: list[str]) -> list[str]:
@@ -194,12 +192,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from tf_fsm.settings.load import load_settings
     from tf_fsm.views.status import gate_report
 
-    root = _root(args)
+    root = project_root(args)
     settings = load_settings(root)
-    ticket_ids = _known_tickets(root, settings, _ticket_ids(args.tickets))
+    ids = _known_tickets(root, settings, ticket_ids(args.tickets))
     if args.run:
-        return _run_gates_now(root, settings, ticket_ids, args.json)
-    for ticket_id in ticket_ids:
+        return _run_gates_now(root, settings, ids, args.json)
+    for ticket_id in ids:
         row = gate_report(root, settings, ticket_id)
         if args.json:
             print_json(row)
@@ -268,17 +266,14 @@ def cmd_tickets(args: argparse.Namespace) -> int:
     # A short-lived process that makes no garbage cycles: the cyclic collector would only walk
     # the records of a large backlog again and again (39 passes, about 10 ms at 10k tickets).
     gc.disable()
-    backlog = scan(tickets_dir(_root(args)))
+    backlog = scan(tickets_dir(project_root(args)))
     for problem in backlog.problems:  # tf_fsm's own line: a file name is escaped (stdout is tk's)
         print(f"tf-fsm: warning: {terminal_safe(str(problem))}", file=sys.stderr)
     if args.action == "show":
         if not args.ticket:
             raise UsageError("tf-fsm tickets show needs a TICKET")
-        try:
-            path = selection.find_ticket_file(backlog.directory, args.ticket)
-            text = selection.show(backlog, path)
-        except selection.ShowError as exc:
-            raise UsageError(str(exc)) from None
+        path = selection.find_ticket_file(backlog.directory, args.ticket)
+        text = selection.show(backlog, path)
     else:
         pick, line = (
             (selection.ready, selection.ready_line)
@@ -310,7 +305,7 @@ def cmd_prompts(args: argparse.Namespace) -> int:
             "tf-fsm prompts show needs a PHASE (research, implement, review, fix, verify, close)"
         )
     _check_role(args.phase, args.role)
-    ticket = _ticket_ids([args.ticket])[0] if args.ticket else None
+    ticket = ticket_ids([args.ticket])[0] if args.ticket else None
     sys.stdout.write(render_example(root, args.phase, args.role, args.attempt, ticket))
     return EXIT_OK
 
@@ -339,6 +334,6 @@ def _optional_root(args: argparse.Namespace) -> Path | None:
     """The project root if there is one (`prompts` also works outside a project); a --root or
     $TF_FSM_ROOT that is not a directory is still an error."""
     try:
-        return _root(args)
+        return project_root(args)
     except ProjectNotFoundError:
         return None

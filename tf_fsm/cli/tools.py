@@ -1,6 +1,6 @@
 """The CLI's tool commands: ralph, watch, doctor, simulate, demo, diagram. Each imports what
 it needs when it runs, so that `tf-fsm --help` and the everyday commands start fast; only
-`tf_fsm.cli.main` maps errors to exit codes."""
+`tf_fsm.cli.exits` maps errors to exit codes."""
 
 from __future__ import annotations
 
@@ -8,16 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from tf_fsm.cli.main import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERNAL,
-    EXIT_OK,
-    OUTCOME_CODES,
-    UsageError,
-    _root,
-    _ticket_ids,
-    print_json,
-)
+from tf_fsm.cli.common import print_json, project_root, ticket_ids
+from tf_fsm.cli.exits import EXIT_OK, LOOP_CODES, OUTCOME_CODES
+from tf_fsm.errors import EXIT_INTERNAL, UsageError
 
 
 def _positive(text: str) -> int:
@@ -36,11 +29,12 @@ def _at_most(option: str, value: int | None, bound: int) -> None:
 
 
 def cmd_ralph(args: argparse.Namespace) -> int:
-    from tf_fsm.loop.ralph import LoopOptions, run_ralph
+    from tf_fsm.loop.ralph import run_ralph
+    from tf_fsm.loop.records import LoopOptions
     from tf_fsm.settings.load import load_settings
     from tf_fsm.settings.schema import MAX_ITERATIONS, MAX_WORKERS
 
-    root = _root(args)
+    root = project_root(args)
     settings = load_settings(root, record=not args.dry_run)  # --dry-run writes nothing
     for warning in settings.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -54,14 +48,19 @@ def cmd_ralph(args: argparse.Namespace) -> int:
         assignee=args.assignee,
         tag=args.tag,
     )
-    return run_ralph(root, settings, options, dry_run=args.dry_run, json_lines=args.json)
+    from tf_fsm.cli.run import worker_main
+
+    result = run_ralph(
+        root, settings, options, worker_main, dry_run=args.dry_run, json_lines=args.json
+    )
+    return EXIT_OK if result is None else LOOP_CODES.get(result.reason, EXIT_OK)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from tf_fsm.watch.watcher import Watch  # imports watchdog: only for this command
 
-    root = _root(args)
-    return Watch(root, _ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
+    root = project_root(args)
+    return Watch(root, ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -69,7 +68,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from tf_fsm.views.doctor import diagnose
     from tf_fsm.views.terminal import terminal_safe
 
-    root = _root(args)
+    root = project_root(args)
     diag = diagnose(root, load_settings(root))
     if args.json:
         print_json(diag.to_json(), indent=2)
@@ -168,34 +167,31 @@ def cmd_diagram(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERNAL  # like a failing check, documented in `diagram --help`
-    history = store = None
+    history = store = within = None
     if args.ralph:
         if args.ticket is not None:
             raise UsageError("--ralph draws every ticket; drop --ticket")
-        root = _root(args)
+        root = project_root(args)
         history = history_mod.backlog_history(root)
-        if args.output is None:
+        if args.output is None:  # tf_fsm's own file in the project, not a path the user named
             fmt = args.format or "mermaid"
             args.output = str(root / ".tf" / "ralph" / ("lifecycle" + diagrams.SUFFIX[fmt]))
+            within = root
     elif args.ticket is not None:
-        (ticket_id,) = _ticket_ids([args.ticket])
-        history, store = history_mod.load_history(_root(args), ticket_id)
+        (ticket_id,) = ticket_ids([args.ticket])
+        history, store = history_mod.load_history(project_root(args), ticket_id)
         for step in history.unmapped:
             print(f"warning: {ticket_id}: no lifecycle edge for {step}", file=sys.stderr)
     fmt = args.format or "mermaid"
-    try:
-        if args.output is None and store is None and history is None:
-            written = diagrams.write_lifecycle(Path(args.dir), args.format)
-        else:
-            data = diagrams.diagram(fmt, history)
-            if args.output == "-":
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
-                return EXIT_OK
-            written = [diagrams.write_output(data, fmt, args.output, store)]
-    except diagrams.GraphvizError as exc:
-        print(f"tf-fsm: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    if args.output is None and store is None and history is None:
+        written = diagrams.write_lifecycle(Path(args.dir), args.format)
+    else:
+        data = diagrams.diagram(fmt, history)
+        if args.output == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            return EXIT_OK
+        written = [diagrams.write_output(data, fmt, args.output, store, within)]
     for path in written:
         print(f"wrote {path}")
     return EXIT_OK

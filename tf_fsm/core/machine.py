@@ -18,7 +18,7 @@ from functools import cache
 from itertools import pairwise
 from typing import Any
 
-from tf_fsm.errors import TfFsmError
+from tf_fsm.errors import TransitionError
 
 PHASES: tuple[str, ...] = ("research", "implement", "review", "fix", "verify", "close")
 INITIAL, BLOCKED, CLOSED, ERROR = "initial", "blocked", "closed", "error"
@@ -119,22 +119,6 @@ TRIGGERS: tuple[str, ...] = tuple(dict.fromkeys(e.trigger for e in TRANSITIONS))
 #: The one state with no way out by design. A blocked ticket out of retries is stuck too, but
 #: by its guard (`retries_left`), not by the table.
 TERMINAL: frozenset[str] = frozenset({CLOSED})
-
-
-class TransitionError(TfFsmError):
-    """A trigger the machine refuses in the ticket's current state."""
-
-    def __init__(self, ticket_id: str, state: str, trigger: str, refused_by: Iterable[str]) -> None:
-        self.ticket_id, self.state, self.trigger = ticket_id, state, trigger
-        self.refused_by = tuple(refused_by)
-        super().__init__()
-
-    @property
-    def message(self) -> str:
-        if not self.refused_by:
-            return f"{self.ticket_id}: {self.trigger!r} is not possible from state {self.state!r}"
-        guards = ", ".join(self.refused_by)
-        return f"{self.ticket_id}: {self.trigger!r} from {self.state!r} refused by {guards}"
 
 
 class TicketModel:

@@ -17,7 +17,7 @@ import select
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -25,12 +25,20 @@ from typing import Any
 from tf_fsm._json_input import load_json
 from tf_fsm.core.escalation import resolve, should_retry, stopped
 from tf_fsm.engine.accounting import budget_reason, over_budget
-from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
+from tf_fsm.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_LOCKED,
+    CorruptStateError,
+    InvalidTicketIdError,
+    TicketError,
+)
 from tf_fsm.fs.atomic import append_durably, make_dirs
 from tf_fsm.loop.progress_file import RunResult
+from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.view import Reporter
 from tf_fsm.loop.worker import (
     LOCKED,
+    Entry,
     WorkerProcess,
     lock_holder,
     locked_reason,
@@ -48,37 +56,7 @@ from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.store import TicketStore
 from tf_fsm.tk import selection, tickets
 
-WORKER_LOCKED = 75
-WORKER_INTERRUPTED = 130
 RALPH_DIR = Path(".tf/ralph")
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    workers: int
-    max_iterations: int
-    resume_errors: bool = False
-    assignee: str | None = None
-    tag: str | None = None
-    poll_seconds: float = 0.1
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the next run of a ticket will do (also what --dry-run prints)."""
-
-    ticket: str
-    title: str
-    attempt: int
-    trigger: str  # initial | ralph_retry | resume
-    escalated: dict[str, str]  # role -> model, for the roles escalated on that attempt
-    components: frozenset[str]
-    from_error: bool = False  # resumes an attempt that ended in error
-
-
-@dataclass(frozen=True)
-class Skip:
-    reason: str
 
 
 @dataclass
@@ -90,14 +68,6 @@ class _Worker:
     signalled: int = 0  # how many of the loop's interrupts it has been passed
 
 
-@dataclass
-class LoopResult:
-    reason: str  # drained | max_iterations | interrupted
-    iterations: int
-    results: list[RunResult] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
-
-
 class Loop:
     def __init__(
         self,
@@ -105,9 +75,12 @@ class Loop:
         settings: LoadedSettings,
         options: LoopOptions,
         reporter: Reporter,
+        *,
+        worker: Entry,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root, self.settings, self.options, self.reporter = root, settings, options, reporter
+        self.worker = worker  # what runs a ticket in a worker (the CLI's `tf-fsm run`)
         self.knowledge = knowledge_dir(root, settings)
         self.ralph = settings.settings.ralph
         self.now = now
@@ -317,12 +290,12 @@ class Loop:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
-        argv = ["--root", str(self.root), "run", plan.ticket, "--once", "--auto", "--json"]
+        argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
         append_durably(log, header.encode(), within=self.root)
         held, out = outcome_file(logs, plan.ticket)
-        proc = WorkerProcess([*argv, "--ralph", self.mark], self.root, out, log, held)
+        proc = WorkerProcess(self.worker, [*argv, "--ralph", self.mark], self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1
@@ -374,9 +347,9 @@ class Loop:
                 break
         if data:
             outcome, reason = str(data["status"]), str(data.get("reason", ""))
-        elif code == WORKER_LOCKED:
+        elif code == EXIT_LOCKED:  # the worker's `tf-fsm run` was refused the lock
             outcome, reason = "locked", LOCKED
-        elif code in (WORKER_INTERRUPTED, -signal.SIGINT) or self.stopping:
+        elif code in (EXIT_INTERRUPTED, -signal.SIGINT) or self.stopping:
             outcome, reason = "interrupted", "interrupted; the attempt is resumable"
         else:
             outcome, reason = "failed", log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
@@ -400,23 +373,23 @@ def run_ralph(
     root: Path,
     settings: LoadedSettings,
     options: LoopOptions,
+    worker: Entry,
     *,
     dry_run: bool = False,
     json_lines: bool = False,
-) -> int:
-    """`tf-fsm ralph`: 0 when the loop ended by itself, 130 when interrupted, 75 when it ran
-    nothing because every ready ticket was locked by another process."""
+) -> LoopResult | None:
+    """`tf-fsm ralph`: the loop's result (None for `--dry-run`, which only prints the plan);
+    `worker` runs one ticket in a worker process."""
     from tf_fsm.executors import make_executor
     from tf_fsm.loop.progress_file import ProgressFile
 
     progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md", root)
     reporter = Reporter(progress, json_lines)
-    loop = Loop(root, settings, options, reporter)
+    loop = Loop(root, settings, options, reporter, worker=worker)
     if dry_run:
         plans, skipped = loop.plan_all()
         reporter.dry_run(plans, skipped)
-        return 0
+        return None
     # A missing agent program would fail every worker the same way: refuse once, up front.
     make_executor(settings, root).check()
-    result = loop.run()
-    return {"interrupted": WORKER_INTERRUPTED, "locked": WORKER_LOCKED}.get(result.reason, 0)
+    return loop.run()

@@ -12,7 +12,7 @@ from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
 from tf_fsm.views.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from tf_fsm.loop.ralph import LoopResult, Plan
+    from tf_fsm.loop.records import LoopResult, Plan
 
 
 def describe(plan: Plan) -> str:

@@ -12,9 +12,8 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from tf_fsm._json_input import load_json
@@ -22,28 +21,6 @@ from tf_fsm.errors import InvalidTicketIdError
 from tf_fsm.process.strays import mark_alive
 from tf_fsm.storage import lock as _ticket_lock
 from tf_fsm.storage.store import TicketStore
-
-
-@contextlib.contextmanager
-def run_interrupts() -> Iterator[None]:
-    """For `tf-fsm run` (and the loop's workers, which are runs): the first SIGINT or SIGTERM
-    interrupts the run (the agents are ended, the attempt stays resumable); later ones are
-    ignored, so the Ctrl-C the terminal sends and the one the loop forwards do not cut the
-    clean-up (agent process group, lock) short. The handlers before are put back after."""
-    fired = False
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def lock_holder(store: TicketStore) -> int:
@@ -175,17 +152,15 @@ def running_phase(journal: Path, attempt: int) -> str | None:
 
 # -- starting workers ------------------------------------------------------------------------
 
-#: what every `tf-fsm run` worker imports anyway, imported once in the fork server instead
-PRELOAD = [
-    "tf_fsm.cli.main",
-    "tf_fsm.cli.parser",
-    "tf_fsm.engine.orchestrator",
-    "tf_fsm.executors.command",
-    "jinja2",
-]
+#: what every worker imports anyway, imported once in the fork server instead (with the module
+#: of the worker's entry, which the command that starts the loop gives it)
+PRELOAD = ["tf_fsm.engine.orchestrator", "tf_fsm.executors.command", "jinja2"]
+
+#: a worker's entry: `tf-fsm run`'s arguments in, its exit code out (tf_fsm.cli.run.worker_main)
+Entry = Callable[[list[str]], int]
 
 
-def _server() -> Any:
+def _server(entry: Entry) -> Any:
     """The multiprocessing fork server the workers are forked from, started on first use.
 
     A worker is a separate process (the ticket lock is per process, and a crash takes one
@@ -196,7 +171,7 @@ def _server() -> Any:
     import multiprocessing
 
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    context.set_forkserver_preload([*PRELOAD, entry.__module__])
     return context
 
 
@@ -212,10 +187,10 @@ def stop_server() -> None:
         stop()
 
 
-def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
+def _serve(entry: Entry, argv: list[str], cwd: str, out: str, log: str) -> None:
     """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
-    the loop reads), stderr appended to the ticket's log, as a `python -m tf_fsm` process
-    started there would have."""
+    the loop reads), stderr appended to the ticket's log, as a `tf-fsm run` process started
+    there would have; `entry` runs it."""
     _stop_with_loop()
     os.chdir(cwd)
     for fd, path, flags in (
@@ -226,10 +201,8 @@ def _serve(argv: list[str], cwd: str, out: str, log: str) -> None:
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)
-    from tf_fsm.cli.main import main
-
     try:
-        code = main(argv)
+        code = entry(argv)
     finally:
         # the log is appended to as the run goes; one fsync at the end makes it durable
         sys.stderr.flush()
@@ -297,13 +270,18 @@ def sweep_outcome_files(logs: Path) -> list[str]:
 
 
 class WorkerProcess:
-    """`tf-fsm <argv>` in a forked worker; the parts of Popen the loop uses. `held` is the
-    locked descriptor of `out` (from `outcome_file`), closed once the outcome is read."""
+    """`tf-fsm run <argv>` in a forked worker, through `entry`; the parts of Popen the loop
+    uses. `held` is the locked descriptor of `out` (from `outcome_file`), closed once the
+    outcome is read."""
 
-    def __init__(self, argv: list[str], cwd: Path, out: Path, log: Path, held: int) -> None:
+    def __init__(
+        self, entry: Entry, argv: list[str], cwd: Path, out: Path, log: Path, held: int
+    ) -> None:
         self.out, self._held = out, held
-        self._process = _server().Process(
-            target=_serve, args=(argv, str(cwd), str(out), str(log)), name=f"tf-fsm {argv}"
+        self._process = _server(entry).Process(
+            target=_serve,
+            args=(entry, argv, str(cwd), str(out), str(log)),
+            name=f"tf-fsm run {argv}",
         )
         try:
             self._process.start()

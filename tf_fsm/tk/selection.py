@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tf_fsm.errors import ShowError
 from tf_fsm.tk.backlog import Backlog, TkRecord
 
 ACTIVE = ("open", "in_progress")
@@ -158,10 +159,6 @@ def blocked_line(line: Line) -> str:
 
 
 # --- tk show ----------------------------------------------------------------------------------
-
-
-class ShowError(Exception):
-    """tk show could not pick one file (its own message, e.g. "ticket 'x' not found")."""
 
 
 def find_ticket_file(directory: Path, wanted: str) -> Path:

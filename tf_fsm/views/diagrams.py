@@ -24,7 +24,7 @@ from transitions.extensions.diagrams_mermaid import NestedGraph
 from transitions.extensions.nesting import NestedState
 
 from tf_fsm.core import machine as fsm
-from tf_fsm.errors import TfFsmError
+from tf_fsm.errors import GraphvizError
 from tf_fsm.process.door import run_process
 from tf_fsm.views.history import History, Key
 
@@ -48,18 +48,6 @@ INSTALL_GRAPHVIZ = """\
   Windows:       winget install graphviz
   conda:         conda install -c conda-forge graphviz
 or use the default Mermaid output (no binary needed) or --format dot"""
-
-
-class GraphvizError(TfFsmError):
-    """`dot` is missing (the message says how to install it) or failed."""
-
-    def __init__(self, problem: str = INSTALL_GRAPHVIZ) -> None:
-        self.problem = problem
-        super().__init__()
-
-    @property
-    def message(self) -> str:
-        return self.problem
 
 
 # --- the diagram machine --------------------------------------------------------------------
@@ -379,7 +367,7 @@ def render(dot_text: str, fmt: str) -> bytes:
     and every process goes through run_process, which captures text."""
     dot = shutil.which("dot")
     if dot is None:
-        raise GraphvizError()
+        raise GraphvizError(INSTALL_GRAPHVIZ)
     with tempfile.TemporaryDirectory(prefix="tf-fsm-dot-") as tmp:
         out = Path(tmp) / f"diagram.{fmt}"
         done = run_process([dot, f"-T{fmt}", f"-o{out}"], cwd=Path(tmp), stdin=dot_text, timeout=60)
@@ -431,11 +419,17 @@ def write_lifecycle(directory: Path, fmt: str | None) -> list[Path]:
     return paths
 
 
-def write_output(data: bytes, fmt: str, output: str | None, store: TicketStore | None) -> Path:
-    """To `output`, else to `<ticket dir>/lifecycle.<ext>` through the store (text redacted)."""
+def write_output(
+    data: bytes,
+    fmt: str,
+    output: str | None,
+    store: TicketStore | None,
+    within: Path | None = None,
+) -> Path:
+    """To `output`, else to `<ticket dir>/lifecycle.<ext>` through the store (text redacted).
+    `within`: the boundary when tf_fsm chose `output` itself (None: the user named it)."""
     from tf_fsm.storage.store import atomic_write_bytes
 
-    within = None  # `output` is a path the user named
     if output is None and store is not None:
         if fmt != "png":
             return store.write_artifact(TICKET_NAME + SUFFIX[fmt], data.decode())

@@ -254,8 +254,8 @@ def render_example(
 def _render_for_ticket(
     root: Path, settings: LoadedSettings, phase: str, role: str, attempt: int | None, ticket_id: str
 ) -> str:
-    from tf_fsm.cli.main import UsageError
     from tf_fsm.engine.orchestrator import QuietObserver
+    from tf_fsm.errors import UsageError
     from tf_fsm.executors import make_executor
 
     run = TicketRun(

@@ -1,0 +1,297 @@
+"""The commands that set up and run tickets: init, run (with `run --plan`'s output), resume,
+and the entry of the backlog loop's workers."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from tf_fsm.cli.common import add_global_arguments, print_json, project_root, ticket_ids
+from tf_fsm.cli.exits import EXIT_OK, OUTCOME_CODES, run_command
+from tf_fsm.errors import UsageError
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    import os
+
+    from tf_fsm.settings.load import ROOT_ENV, SETTINGS_RELPATH, init_settings, load_settings
+    from tf_fsm.storage.store import atomic_write_json, make_dirs
+    from tf_fsm.tk.tickets import tickets_dir
+
+    # init creates the project, so it does not walk up: --root, else $TF_FSM_ROOT, else here;
+    # a root that does not exist yet is created (with its parents), as `git init DIR` does.
+    given = args.root or os.environ.get(ROOT_ENV)
+    root = Path(given or Path.cwd()).resolve()
+    source = f"--root {args.root}" if args.root else f"${ROOT_ENV} {given}" if given else str(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"{source}: not a directory (the project root must be one)") from None
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot create the directory: {exc.strerror}") from None
+    path = root / SETTINGS_RELPATH
+    if path.exists():
+        raise UsageError(f"{path} already exists; tf-fsm init never overwrites settings")
+    atomic_write_json(path, init_settings(), within=root)
+    load_settings(root, record=True)  # checks what init wrote, and records it for `status`
+    make_dirs(tickets_dir(root), within=root)
+    print(f"wrote {path}")
+    print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
+    return EXIT_OK
+
+def _run_options(args: argparse.Namespace) -> Any:
+    from tf_fsm.engine.api import RunOptions
+
+    return RunOptions(
+        once=args.once,
+        retry_reset=args.retry_reset,
+        research=args.research,
+        auto=args.auto,
+        create_followups=args.create_followups,
+        simplify_tickets=args.simplify_tickets,
+        final_review_loop=args.final_review_loop,
+    )
+
+def _report(outcome: Any) -> int:
+    line = {
+        "closed": "CLOSED",
+        "already_closed": "already closed",
+        "blocked": "BLOCKED (retries left)",
+        "exhausted": "BLOCKED (retries exhausted)",
+        "same-failure": "BLOCKED (the same failure repeated)",
+        "error": "ERROR (resumable: run it again)",
+        "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
+    }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
+    from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
+    from tf_fsm.views.terminal import terminal_safe
+
+    closed = outcome.status in ("closed", "already_closed")
+    count = blocked_attempts(outcome.retry_count, outcome.max_retries, closed)
+    print(  # the reason may hold an agent's own words: escaped for the terminal
+        f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
+        f"({BLOCKED_ATTEMPTS} {count}): {terminal_safe(outcome.reason)}",
+        file=sys.stdout if closed else sys.stderr,
+    )
+    return OUTCOME_CODES[outcome.status]
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from tf_fsm.engine.orchestrator import run_ticket
+    from tf_fsm.views.progress import ConsoleObserver
+
+    root = project_root(args)
+    (ticket_id,) = ticket_ids([args.ticket])
+    if args.plan:
+        return _print_plan(root, ticket_id, args)
+    _end_orphans()
+    options = _worker_options(args, root, ticket_id)
+    with run_interrupts():  # SIGTERM interrupts a run as Ctrl-C does
+        outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
+    if args.json:
+        print_json(_outcome_json(outcome))
+        return OUTCOME_CODES[outcome.status]
+    return _report(outcome)
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`run`, restricted to a ticket whose current attempt is in progress or in error."""
+    from tf_fsm.settings.load import knowledge_dir, load_settings
+    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.views.status import next_step
+
+    root = project_root(args)
+    (ticket_id,) = ticket_ids([args.ticket])
+    settings = load_settings(root)
+    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    state = store.load_retry_state()
+    if state is None or not state.has_open_attempt:
+        raise UsageError(
+            f"{ticket_id}: nothing to resume (no attempt in progress or in error); "
+            f"next: {next_step(store, state, settings)}; use `tf-fsm run {ticket_id}`"
+        )
+    return cmd_run(args)
+
+def _end_orphans() -> None:
+    """Before a run: end what a killed run's agents left running (tf_fsm.process.strays)."""
+    from tf_fsm.process.strays import end_orphans
+
+    if ended := end_orphans():
+        print(f"tf-fsm: {ended}", file=sys.stderr)
+
+def _outcome_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "ticket": outcome.ticket_id,
+        "status": outcome.status,
+        "attempt": outcome.attempt,
+        "attemptsRun": outcome.attempts_run,
+        "retryCount": outcome.retry_count,
+        "maxRetries": outcome.max_retries,
+        "reason": outcome.reason,
+    }
+
+def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
+    from tf_fsm.engine.orchestrator import QuietObserver, TicketRun
+    from tf_fsm.executors import make_executor
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.views.plan import plan
+
+    settings = load_settings(root)
+    run = TicketRun(
+        root,
+        ticket_id,
+        _run_options(args),
+        settings,
+        make_executor(settings, root),
+        QuietObserver(),
+    )
+    data = plan(run)
+    if args.json:
+        print_json(data, indent=2)
+        return EXIT_OK
+    if "retryReset" in data:  # --retry-reset: what it would move aside first
+        print(f"{ticket_id}: --retry-reset: {data['retryReset']['why']}")
+    print(f"{ticket_id}: {data['action'].replace('_', ' ')}: {data['why']}")
+    if "sameFailure" in data:
+        repeat = data["sameFailure"]
+        print(f"same failure ({repeat['action']}): {repeat['reason']}")
+    if "budget" in data:
+        money = data["budget"]
+        need = money["nextAttemptUpToUsd"]
+        more = f"; the next attempt may cost up to ${need:.4f}" if need is not None else ""
+        print(f"budget: ${money['spentUsd']:.4f} of ${money['maxCostUsd']:.4f} spent{more}")
+    if "phases" not in data:
+        return EXIT_OK
+    escalated = ", ".join(data["escalatedRoles"]) or "none"
+    prior = "yes" if data["priorFailure"] else "no"
+    print(
+        f"attempt {data['attempt']} (trigger {data['trigger']}, tier {data['tier']}, "
+        f"escalated: {escalated}, prior failure in prompts: {prior})"
+    )
+    for phase in data["phases"]:
+        mark = "run " if phase["runs"] else "skip"
+        print(f"  {mark} {phase['phase']:<9} {phase['reason']}")
+        for call in phase["invocations"]:
+            print(
+                f"         {call['role']:<24} {call['model']} ({call['source']}) "
+                f"{Path(call['template']).name} [{call['templateOrigin']}] {call['promptBytes']} B"
+            )
+    if data.get("qualityGates"):
+        import shlex
+
+        print("quality gates, run by verify in this order (workflow.qualityGates):")
+        for gate in data["qualityGates"]:
+            if not gate["required"]:
+                kind = "optional (reported, never blocks)"
+            elif not gate["blocks"]:
+                kind = "required (reported, never blocks: workflow.enableQualityGate is false)"
+            else:
+                rounds = gate["feedbackRounds"]
+                kind = f"required, {f'up to {rounds}' if rounds else 'no'} fix rounds"
+            print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
+            if gate["cannotStart"]:
+                print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
+    return EXIT_OK
+
+def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
+    """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker
+    processes run a ticket."""
+    options = _run_options(args)
+    if args.ralph is None:
+        return options
+    import dataclasses
+
+    return dataclasses.replace(options, retry_trigger="ralph_retry", loop=args.ralph or None)
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """`tf-fsm run`'s arguments: the one definition the full parser and the loop's workers
+    (`worker_main`) both use."""
+    p.add_argument("ticket")
+    p.add_argument("--once", action="store_true", help="run one attempt only, even if it blocks")
+    p.add_argument(
+        "--retry-reset",
+        action="store_true",
+        help="move retry-state.json aside (.bak.<UTC time>) and start at attempt 1",
+    )
+    p.add_argument(
+        "--no-research",
+        dest="research",
+        action="store_const",
+        const=False,
+        help="skip the research phase (the last of --no-research/--with-research wins)",
+    )
+    p.add_argument(
+        "--with-research",
+        dest="research",
+        action="store_const",
+        const=True,
+        help="run research even when disabled or on a retry",
+    )
+    p.add_argument(
+        "--auto",
+        "--no-clarify",
+        dest="auto",
+        action="store_true",
+        help="headless: recorded in chain-context.json for the prompts",
+    )
+    p.add_argument(
+        "--create-followups",
+        action="store_true",
+        help="ask the closer for follow-up tickets (followups.md)",
+    )
+    p.add_argument("--simplify-tickets", action="store_true", help="recorded for the closer")
+    p.add_argument("--final-review-loop", action="store_true", help="recorded for the closer")
+    p.add_argument(
+        "--plan",
+        "--dry-run",
+        dest="plan",
+        action="store_true",
+        help="print what would run (attempt, phases, models and their source, "
+        "templates, prompt sizes) without running, locking or writing anything",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the outcome (or, with --plan, the plan) as JSON on stdout",
+    )
+    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock
+    p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
+
+
+def worker_main(argv: list[str]) -> int:
+    """A backlog loop's worker: `tf-fsm run <argv>` in the forked worker process, parsed with
+    `run`'s own arguments (the whole parser is the CLI's, above the loop) and ended by the
+    one error -> exit code mapping."""
+    parser = argparse.ArgumentParser(prog="tf-fsm run")
+    add_global_arguments(parser)
+    add_run_arguments(parser)
+    args = parser.parse_args(argv)
+    code = run_command(cmd_run, args)
+    sys.stdout.flush()
+    return code
+
+
+@contextlib.contextmanager
+def run_interrupts() -> Iterator[None]:
+    """For `tf-fsm run` (and the loop's workers, which are runs): the first SIGINT or SIGTERM
+    interrupts the run (the agents are ended, the attempt stays resumable); later ones are
+    ignored, so the Ctrl-C the terminal sends and the one the loop forwards do not cut the
+    clean-up (agent process group, lock) short. The handlers before are put back after."""
+    fired = False
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
