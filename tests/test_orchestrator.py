@@ -12,8 +12,8 @@ from tests.conftest import run_cli, tk_ticket
 from tf_fsm.core.journal import InvocationFinished
 from tf_fsm.core.state import RetryState
 from tf_fsm.engine.orchestrator import Outcome, RunOptions, run_ticket
-from tf_fsm.settings.load import knowledge_dir, load_settings
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.store import TicketStore, open_store
 from tf_fsm.tk.tickets import read
 from tf_fsm.views.status import ticket_status
 
@@ -50,7 +50,7 @@ def run(project: Path, **options: Any) -> Outcome:
 
 
 def store(project: Path) -> TicketStore:
-    return TicketStore(knowledge_dir(project, load_settings(project)), "pt-1")
+    return open_store(project, load_settings(project), "pt-1")
 
 
 def state(project: Path) -> RetryState:

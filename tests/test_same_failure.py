@@ -24,8 +24,8 @@ from tf_fsm.core.journal import SameFailureDetected
 from tf_fsm.core.signature import failure_signature, finding_key, normalize
 from tf_fsm.core.state import RetryState
 from tf_fsm.engine.orchestrator import RunOptions, run_ticket
-from tf_fsm.settings.load import knowledge_dir, load_settings, settings_from_dict
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.settings.load import load_settings, settings_from_dict
+from tf_fsm.storage.store import TicketStore, open_store
 from tf_fsm.views.status import ticket_status
 
 FAIL_ON = ["Critical", "Major"]
@@ -216,7 +216,7 @@ ALL_STRONG = {"fixer": "strong", "reviewerSecondOpinion": "strong", "worker": "s
 
 
 def loaded(project: Path) -> tuple[TicketStore, RetryState]:
-    store = TicketStore(knowledge_dir(project, load_settings(project)), "pt-1")
+    store = open_store(project, load_settings(project), "pt-1")
     state = store.load_retry_state()
     assert state is not None
     return store, state

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from tests.conftest import run_cli
 from tf_fsm.engine.orchestrator import RunOptions, run_ticket
-from tf_fsm.settings.load import knowledge_dir, load_settings
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.store import open_store
 from tf_fsm.tk.tickets import parse, read, rewrite, scan, with_field, with_note
 
 NOW = datetime(2026, 2, 10, 12, 34, 56, tzinfo=UTC)
@@ -78,7 +78,7 @@ def test_run_closing_a_mixed_ticket_changes_only_the_status_line(project: Path) 
     path = _setup(project, MIXED, [])
     outcome = run_ticket(project, "t-1", RunOptions(), now=lambda: NOW)
     assert outcome.status == "closed"
-    store = TicketStore(knowledge_dir(project, load_settings(project)), "t-1")
+    store = open_store(project, load_settings(project), "t-1")
     started = store.load_retry_state().attempts[0].startedAt  # type: ignore[union-attr]
     note = (
         f"tf-fsm: closed attempt 1 (started {started}): quality gate passed; "

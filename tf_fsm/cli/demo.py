@@ -71,10 +71,10 @@ def run_demo(where: Path | None = None) -> tuple[Outcome, Path]:
 
 
 def _summarize(root: Path, outcome: Outcome) -> None:
-    from tf_fsm.settings.load import knowledge_dir, load_settings
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.store import open_store
 
-    store = TicketStore(knowledge_dir(root, load_settings(root)), DEMO_TICKET)
+    store = open_store(root, load_settings(root), DEMO_TICKET)
     state = store.load_retry_state()
     print()
     for attempt in state.attempts if state else []:

@@ -99,14 +99,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
-    from tf_fsm.settings.load import knowledge_dir, load_settings
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.store import open_store
     from tf_fsm.views.status import next_step
 
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
     settings = load_settings(root)
-    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    store = open_store(root, settings, ticket_id)
     state = store.load_retry_state()
     if state is None or not state.has_open_attempt:
         raise UsageError(

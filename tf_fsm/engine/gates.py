@@ -15,7 +15,7 @@ from pathlib import Path
 from tf_fsm.engine.prompts import fence_untrusted
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.process.door import find_program, run_process, tail
-from tf_fsm.settings.load import LoadedSettings, QualityGate, knowledge_dir
+from tf_fsm.settings.load import LoadedSettings, QualityGate
 
 FEEDBACK_TAIL_LINES = 40
 FEEDBACK_TAIL_CHARS = 3000
@@ -69,9 +69,9 @@ def gate_env(ticket_id: str, attempt: int) -> dict[str, str]:
 def current_attempt(root: Path, settings: LoadedSettings, ticket_id: str) -> int:
     """The number of the ticket's latest attempt in its retry-state.json, 0 when it has none:
     TF_ATTEMPT for `gate --run`, outside any lifecycle."""
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.store import open_store
 
-    state = TicketStore(knowledge_dir(root, settings), ticket_id).load_retry_state()
+    state = open_store(root, settings, ticket_id).load_retry_state()
     current = state.current if state else None
     return current.attemptNumber if current else 0
 

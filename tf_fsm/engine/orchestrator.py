@@ -48,8 +48,8 @@ from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.strays import describe, end_finished
-from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.settings.load import LoadedSettings, load_settings
+from tf_fsm.storage.store import open_store
 from tf_fsm.tk import tickets
 
 
@@ -74,7 +74,7 @@ class TicketRun:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.root, self.options, self.settings = root, options, settings
-        self.store = TicketStore(knowledge_dir(root, settings), ticket_id)  # validates the id
+        self.store = open_store(root, settings, ticket_id)  # validates the id
         self.ticket_id = ticket_id
         self.ticket = tickets.read(root, ticket_id)
         self.executor, self.observer = executor, observer

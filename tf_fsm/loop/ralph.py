@@ -53,7 +53,7 @@ from tf_fsm.loop.worker import (
 )
 from tf_fsm.process.strays import end_orphans, process_mark
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.store import ticket_stores
 from tf_fsm.tk import selection, tickets
 
 RALPH_DIR = Path(".tf/ralph")
@@ -82,6 +82,7 @@ class Loop:
         self.root, self.settings, self.options, self.reporter = root, settings, options, reporter
         self.worker = worker  # what runs a ticket in a worker (the CLI's `tf-fsm run`)
         self.knowledge = knowledge_dir(root, settings)
+        self.store = ticket_stores(root, settings)
         self.ralph = settings.settings.ralph
         self.now = now
         self.running: dict[str, _Worker] = {}
@@ -119,7 +120,7 @@ class Loop:
         if rec.path.stem != rec.id:
             return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
         try:
-            store = TicketStore(self.knowledge, rec.id)
+            store = self.store(rec.id)
         except InvalidTicketIdError as exc:
             return Skip(str(exc))
         try:
@@ -234,7 +235,8 @@ class Loop:
         if ended := end_orphans():
             self.reporter.note(ended)
         wait_for_orphaned_workers(
-            self.knowledge, self.reporter.note, self.options.poll_seconds, lambda: self.stopping
+            self.knowledge, self.store, self.reporter.note, self.options.poll_seconds,
+            lambda: self.stopping,
         )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:

@@ -47,12 +47,12 @@ def locked_reason(store: TicketStore, holder: int) -> str:
     )
 
 
-def orphaned_workers(knowledge: Path) -> list[str]:
+def orphaned_workers(knowledge: Path, stores: Callable[[str], TicketStore]) -> list[str]:
     """`<ticket> (pid N)` for each ticket still locked by a worker of a loop that died."""
     found = []
     for owner in sorted(knowledge.glob("tickets/*/.lock.owner")):
         try:
-            store = TicketStore(knowledge, owner.parent.name)
+            store = stores(owner.parent.name)
         except InvalidTicketIdError:
             continue
         holder = lock_holder(store)
@@ -62,11 +62,15 @@ def orphaned_workers(knowledge: Path) -> list[str]:
 
 
 def wait_for_orphaned_workers(
-    knowledge: Path, note: Callable[[str], None], poll: float, stopping: Callable[[], object]
+    knowledge: Path,
+    stores: Callable[[str], TicketStore],
+    note: Callable[[str], None],
+    poll: float,
+    stopping: Callable[[], object],
 ) -> None:
     """At a loop's start: give workers of a killed loop, which are stopping by themselves,
     up to ORPHAN_WAIT_SECONDS to release their tickets, saying so."""
-    waiting = orphaned_workers(knowledge)
+    waiting = orphaned_workers(knowledge, stores)
     if not waiting:
         return
     note(
@@ -76,7 +80,7 @@ def wait_for_orphaned_workers(
     deadline = time.monotonic() + ORPHAN_WAIT_SECONDS
     while waiting and time.monotonic() < deadline and not stopping():
         time.sleep(poll)
-        waiting = orphaned_workers(knowledge)
+        waiting = orphaned_workers(knowledge, stores)
 
 
 def orphaned_loop(store: TicketStore) -> int | None:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.engine.orchestrator import RunOptions, run_ticket
-from tf_fsm.settings.load import ESCALATION_KEYS, ROLES, knowledge_dir, load_settings
+from tf_fsm.settings.load import ESCALATION_KEYS, ROLES, load_settings
 from tf_fsm.simulate.agent import SimulatedAgent, backlog, closable
 from tf_fsm.simulate.profile import Profile
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.store import open_store
 
 POLICIES: dict[str, str] = {
     "a": "blind re-runs, base models",
@@ -147,7 +147,7 @@ def run_policy(
                                  executor=agent)  # fmt: skip
             if outcome.status != "error":
                 break
-        state = TicketStore(knowledge_dir(project, settings), ticket).load_retry_state()
+        state = open_store(project, settings, ticket).load_retry_state()
         attempts += len(state.attempts) if state else 0
         stops += bool(state and state.stopReason)
         if outcome.status == "closed":

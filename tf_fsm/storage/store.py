@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -46,6 +46,7 @@ from tf_fsm.fs.atomic import atomic_write_json as atomic_write_json
 from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.journal_file import corrupt_journal, repair_tail
 from tf_fsm.storage.lock import hold_lock, sweep_temp_files
 from tf_fsm.storage.redact import Redactor
@@ -62,6 +63,19 @@ _RESERVED_ARTIFACTS = frozenset({"retry-state.json", "events.jsonl"})
 
 
 # --- the store ----------------------------------------------------------------------------
+
+
+def ticket_stores(root: Path, settings: LoadedSettings) -> Callable[[str], TicketStore]:
+    """The one way to open a project's ticket stores: `workflow.knowledgeDir` resolved and
+    checked against the project once (tf_fsm.settings.load.knowledge_dir), then a store per
+    ticket id (each id validated before it becomes a path)."""
+    knowledge = knowledge_dir(root, settings)
+    return lambda ticket_id: TicketStore(knowledge, ticket_id)
+
+
+def open_store(root: Path, settings: LoadedSettings, ticket_id: str) -> TicketStore:
+    """One ticket's store in the project at `root` (see `ticket_stores`)."""
+    return ticket_stores(root, settings)(ticket_id)
 
 
 class TicketStore:

@@ -129,10 +129,10 @@ def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
 def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
     from tf_fsm.core.resume import live_phase
-    from tf_fsm.settings.load import knowledge_dir, load_settings
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.store import open_store
 
-    store = TicketStore(knowledge_dir(root, load_settings(root)), ticket_id)
+    store = open_store(root, load_settings(root), ticket_id)
     if not store.journal_path.is_file():
         # Checked before anything is written: a ticket never run gets no directory from us.
         raise TicketError(store.journal_path, f"no journal: {ticket_id} has not been run yet")

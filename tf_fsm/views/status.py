@@ -94,9 +94,9 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     from tf_fsm.core.escalation import retries_left
     from tf_fsm.core.machine import state_of_attempt
     from tf_fsm.core.resume import live_phase
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.store import open_store
 
-    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    store = open_store(root, settings, ticket_id)
     state = store.load_retry_state()
     cur = state.current if state else None
     escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []
@@ -241,9 +241,9 @@ def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSett
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
     from tf_fsm.core.detection import evaluate
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.store import open_store
 
-    store = TicketStore(knowledge_dir(root, settings), ticket_id)
+    store = open_store(root, settings, ticket_id)
     verdict = evaluate(
         settings.workflow.failOn,
         close_summary=store.read_artifact("close-summary.md"),

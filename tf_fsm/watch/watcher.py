@@ -33,7 +33,7 @@ from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import make_dirs
 from tf_fsm.process.strays import end_orphans
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
-from tf_fsm.storage.store import TICKET_ID_RE, TicketStore, validate_ticket_id
+from tf_fsm.storage.store import TICKET_ID_RE, ticket_stores, validate_ticket_id
 from tf_fsm.tk import tickets
 from tf_fsm.views.status import tracked_tickets
 from tf_fsm.views.terminal import terminal_safe
@@ -64,6 +64,7 @@ class Watch:
         self.root, self.once, self.json, self.out = root, once, json_lines, out or sys.stdout
         self.settings = settings or load_settings(root, record=True)
         self.tickets_dir = knowledge_dir(root, self.settings) / "tickets"
+        self.store = ticket_stores(root, self.settings)
         self.stable = self.settings.settings.executor.stableSeconds
         # A handoff run only checks for a file; other executors may run an agent for an hour.
         self.interruptible = self.settings.settings.executor.kind != "handoff"
@@ -100,7 +101,7 @@ class Watch:
 
     def _add(self, ticket_id: str, kinds: tuple[str, ...]) -> WatchedTicket | None:
         """Watch `ticket_id` if its state is one of `kinds`; none given: a named ticket."""
-        store = TicketStore(self.tickets_dir.parent, ticket_id)
+        store = self.store(ticket_id)
         try:
             state = awaiting(store)
         except TfFsmError as exc:
