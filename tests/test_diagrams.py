@@ -20,6 +20,7 @@ from tf_fsm.core import journal as ev
 from tf_fsm.core import machine
 from tf_fsm.views import diagrams
 from tf_fsm.views import history as journal_history
+from tf_fsm.views import legend as legends
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "diagrams"
@@ -120,7 +121,7 @@ def test_output_is_deterministic_and_mermaid_safe() -> None:
 
 
 def test_legend_documents_every_guard() -> None:
-    legend = diagrams.legend()
+    legend = legends.legend()
     assert "UNDOCUMENTED" not in legend
     for guard in GUARDS:
         assert f"`{guard}`" in legend

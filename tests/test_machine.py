@@ -16,6 +16,7 @@ from tf_fsm.core.machine import (
     TRIGGERS,
     AttemptFacts,
     Edge,
+    Lifecycle,
     TicketModel,
     check_structure,
     lifecycle,
@@ -67,6 +68,8 @@ def test_structure_check_catches_broken_tables(
     report = check_structure(table)
     assert getattr(report, field) == expected
     assert not report.ok
+    with pytest.raises(ValueError, match=f"malformed.*{field}"):  # and no machine is built on it
+        Lifecycle(tuple(table))
 
 
 def _walk(facts: AttemptFacts, triggers: list[str], start: str = INITIAL) -> TicketModel:

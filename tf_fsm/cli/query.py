@@ -37,7 +37,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     wf = loaded.workflow
-    # A template's frontmatter model outranks the settings mapping (seed 002), as in a run.
+    # A template's frontmatter model outranks the settings mapping, as in a run.
     frontmatter = PromptLibrary(root).frontmatter()
     tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in (1, 2, 3)}
     if args.json:

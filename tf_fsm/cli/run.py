@@ -179,22 +179,28 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
                 f"         {call['role']:<24} {call['model']} ({call['source']}) "
                 f"{Path(call['template']).name} [{call['templateOrigin']}] {call['promptBytes']} B"
             )
-    if data.get("qualityGates"):
-        import shlex
-
-        print("quality gates, run by verify in this order (workflow.qualityGates):")
-        for gate in data["qualityGates"]:
-            if not gate["required"]:
-                kind = "optional (reported, never blocks)"
-            elif not gate["blocks"]:
-                kind = "required (reported, never blocks: workflow.enableQualityGate is false)"
-            else:
-                rounds = gate["feedbackRounds"]
-                kind = f"required, {f'up to {rounds}' if rounds else 'no'} fix rounds"
-            print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
-            if gate["cannotStart"]:
-                print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
+    _print_gates(data.get("qualityGates") or [])
     return EXIT_OK
+
+
+def _print_gates(gates: list[dict[str, Any]]) -> None:
+    """`run --plan`'s lines on the quality-gate commands verify would run."""
+    if not gates:
+        return
+    import shlex
+
+    print("quality gates, run by verify in this order (workflow.qualityGates):")
+    for gate in gates:
+        if not gate["required"]:
+            kind = "optional (reported, never blocks)"
+        elif not gate["blocks"]:
+            kind = "required (reported, never blocks: workflow.enableQualityGate is false)"
+        else:
+            rounds = gate["feedbackRounds"]
+            kind = f"required, {f'up to {rounds}' if rounds else 'no'} fix rounds"
+        print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
+        if gate["cannotStart"]:
+            print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
     """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker

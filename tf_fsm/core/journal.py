@@ -133,7 +133,7 @@ class EscalationApplied(Event):
 
 
 class ResearchSkippedOnRetry(Event):
-    """Seed 003's RagSkippedOnRetry: a retry does not re-run research."""
+    """A retry does not re-run research (pi-ticketflow's RagSkippedOnRetry)."""
 
     event: Literal["ResearchSkippedOnRetry"] = "ResearchSkippedOnRetry"
     attemptCount: Count
@@ -236,7 +236,7 @@ class GateEvaluated(Event):
 
 
 class GateFeedbackSent(Event):
-    """The fixer was sent back with the failing gates' output (seed 004's inner loop)."""
+    """The fixer was sent back with the failing gates' output (the gates' inner loop)."""
 
     event: Literal["GateFeedbackSent"] = "GateFeedbackSent"
     innerTry: Ordinal

@@ -3,7 +3,7 @@
 A phase is complete when the journal has its `PhaseCompleted` (or `PhaseSkipped`) for this
 attempt, and its artifact is still on disk, unchanged (same sha256) and not older than the
 artifact of a phase before it. Without a journal (artifacts from pi-ticketflow, a hand-made
-directory) seed 002's rule applies: artifacts in phase order by timestamp. Pure: the files are
+directory) the artifacts' timestamps decide: they must be in phase order. Pure: the files are
 seen through a `look` callback.
 """
 

@@ -1,4 +1,4 @@
-"""The retry-state schema (pi-ticketflow's `retry-state.json`, seed 001) and its pure updates.
+"""The retry-state schema (pi-ticketflow's `retry-state.json`) and its pure updates.
 
 Nothing here touches the disk or the clock: timestamps come in as arguments. The model keeps
 the exact field names of pi-ticketflow, accepts the looser files it writes in practice
@@ -60,7 +60,7 @@ def _check_timestamp(value: str) -> str:
 
 
 def _lower(value: Any) -> Any:
-    # Seed 001: statuses are stored lower case and parsed case-insensitively.
+    # pi-ticketflow stores statuses lower case; they are parsed case-insensitively.
     return value.lower() if isinstance(value, str) else value
 
 
@@ -269,7 +269,7 @@ def finish_attempt(
     reason: str | None = None,
     close_summary_ref: str | None = "close-summary.md",
 ) -> RetryState:
-    """End the current attempt. Seed 000's counter rules: blocked increments `retryCount`;
+    """End the current attempt. The counter rules: blocked increments `retryCount`;
     only a successful close resets it; an error leaves it alone (the attempt is resumable)."""
     cur = state.current
     if cur is None or cur.status != "in_progress":

@@ -25,24 +25,15 @@ if TYPE_CHECKING:
 def run_attempt(
     run: RunContext, attempt: AttemptContext, state: RetryState
 ) -> tuple[RetryState, OutcomeStatus, str]:
-    cur = state.current
-    if cur is None:
+    if state.current is None:
         raise ValueError("no attempt to run")
-    machine = lifecycle()
-    if attempt.resumed_from is not None:
-        start_state = state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
-    else:
-        previous = state.attempts[-2] if len(state.attempts) > 1 else None
-        start_state = BLOCKED if previous is not None and previous.status == "blocked" else INITIAL
+    machine, start_state = lifecycle(), _start_state(attempt, state)
     model = TicketModel(attempt.facts, start_state)
     machine.attach(model)
     try:
-        if start_state == INITIAL:
-            machine.fire(model, "start")
-        elif start_state == BLOCKED:
-            machine.fire(model, "retry")
-        elif start_state == "error":
-            machine.fire(model, "resume")
+        trigger = {INITIAL: "start", BLOCKED: "retry", "error": "resume"}.get(start_state)
+        if trigger is not None:
+            machine.fire(model, trigger)
         runner = PhaseRunner(run, attempt)
         if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
             runner.restore_gate()
@@ -52,49 +43,66 @@ def run_attempt(
                 continue
             if phase not in attempt.facts.runs:
                 run.event(
-                    ev.PhaseSkipped,
-                    attempt.number,
-                    flush=False,
-                    phase=phase,
+                    ev.PhaseSkipped, attempt.number, flush=False, phase=phase,
                     reason=attempt.plan[phase][1],
-                )
+                )  # fmt: skip
                 machine.fire(model, "skip")
                 continue
-            try:
-                failure = runner.run(phase)
-            except KeyboardInterrupt:
-                # Where it stopped, for people reading retry-state.json; a resume goes by
-                # the journal and the artifacts, so a SIGKILL (no chance to save) is fine.
-                run.save(update_current(state, phase=phase))
-                raise
+            failure = _run_phase(run, runner, state, phase)
             if failure == WAITING and runner.waiting:
                 # Not an error: the attempt stays in progress at this phase.
                 waiting = with_accounting(run, update_current(state, phase=phase), "waiting")
                 return run.save(waiting), "waiting", runner.waiting
             if failure is not None:
                 machine.fire(model, "fail")
-                ended = finish_attempt(
-                    update_current(state, phase=phase),
-                    status="error",
-                    counts=None,
-                    max_retries=run.settings.max_retries,
-                    now=run.now(),
-                    reason=failure,
-                )
-                state = run.save(with_accounting(run, ended, "error"))
-                run.event(
-                    ev.AttemptFinished,
-                    attempt.number,
-                    flush=False,  # after the state that records it; synced by the batch
-                    status="error",
-                    counts=None,
-                    reason=failure,
-                )
-                return state, "error", failure
+                return _failed(run, attempt, state, phase, failure), "error", failure
             machine.fire(model, "complete")
         return _finish(run, attempt, state, runner)
     finally:
         machine.detach(model)
+
+
+def _start_state(attempt: AttemptContext, state: RetryState) -> str:
+    """Where the machine starts: where a resumed attempt stood, else `initial` or, after a
+    blocked attempt, `blocked` (its `retry` edge)."""
+    if attempt.resumed_from is not None:
+        return state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
+    previous = state.attempts[-2] if len(state.attempts) > 1 else None
+    return BLOCKED if previous is not None and previous.status == "blocked" else INITIAL
+
+
+def _run_phase(run: RunContext, runner: PhaseRunner, state: RetryState, phase: str) -> str | None:
+    try:
+        return runner.run(phase)
+    except KeyboardInterrupt:
+        # Where it stopped, for people reading retry-state.json; a resume goes by the journal
+        # and the artifacts, so a SIGKILL (no chance to save) is fine.
+        run.save(update_current(state, phase=phase))
+        raise
+
+
+def _failed(
+    run: RunContext, attempt: AttemptContext, state: RetryState, phase: str, failure: str
+) -> RetryState:
+    """The attempt ends in error at `phase`: saved, then journaled."""
+    ended = finish_attempt(
+        update_current(state, phase=phase),
+        status="error",
+        counts=None,
+        max_retries=run.settings.max_retries,
+        now=run.now(),
+        reason=failure,
+    )
+    state = run.save(with_accounting(run, ended, "error"))
+    run.event(
+        ev.AttemptFinished,
+        attempt.number,
+        flush=False,  # after the state that records it; synced by the batch
+        status="error",
+        counts=None,
+        reason=failure,
+    )
+    return state
 
 
 def _finish(
@@ -111,7 +119,7 @@ def _finish(
         now=run.now(),
         reason=runner.gate_reason,
     )
-    if not closed:  # the failure signature, and the same-failure short-circuit (issue #11)
+    if not closed:  # the failure signature, and the same-failure short-circuit
         ended = same_failure.after_blocked(run, ended, runner.gate_rows, runner.post_counts)
     # Journaled before the state is saved, so a crash in between still knows the intent.
     if closed:

@@ -1,4 +1,4 @@
-"""What one attempt runs with (seed 002's chain context), and what its prompts are told.
+"""What one attempt runs with (its chain context), and what its prompts are told.
 
 `chain-context.json` is written before the first phase of every attempt and read back on
 resume, so a resumed attempt keeps its models, plan and prior-failure summary.
@@ -21,7 +21,7 @@ from tf_fsm.core.state import SEVERITIES, RetryState
 from tf_fsm.engine.prompts import fence_untrusted, inline, refence
 from tf_fsm.errors import CorruptStateError
 
-#: seed 003: only these phases are handed the prior attempt's failure
+#: only these phases are handed the prior attempt's failure (a retry does not re-run research)
 PRIOR_FAILURE_PHASES = frozenset({"implement", "fix"})
 
 
@@ -166,7 +166,7 @@ def prior_failure(
     fail_on: list[str],
     redact: Callable[[str], str],
 ) -> dict[str, Any] | None:
-    """Seed 003's prior-failure summary of the most recent attempt, if it was blocked: which
+    """The prior-failure summary of the most recent attempt, if it was blocked: which
     gate failed, the post-fix counts and the remaining findings, fenced and capped."""
     last = state.current
     if last is None or last.status != "blocked":

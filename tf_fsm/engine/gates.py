@@ -1,8 +1,8 @@
-"""Quality-gate commands (seed 004): run them, capture their output, and word the feedback.
+"""Quality-gate commands (docs/gates.md): run them, capture their output, and word the feedback.
 
-Seed 004's own executor split commands on spaces (pipes and quotes broke) and sent the agent an
-error string instead of the command's output. Here a string command runs under `bash -c`, a list
-runs as argv, and the feedback carries the tail of the real output, redacted and fenced.
+A string command runs under `bash -c` (pipes and quotes work: splitting on spaces breaks
+them), a list runs as argv, and the feedback carries the tail of the command's real output,
+redacted and fenced, not just an error string.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def feedback_message(
     tries: Mapping[str, tuple[int, int]],
     redact: Callable[[str], str],
 ) -> str:
-    """Seed 004's message: which gates failed, each with its error, then the instruction.
+    """The feedback message: which gates failed, each with its error, then the instruction.
     `tries` maps a gate to (this retry, its maximum); the header shows the tightest one."""
     now, limit = min((tries[r.name] for r in failed), key=lambda t: t[1] - t[0])
     lines = [

@@ -56,7 +56,7 @@ ROLE_TEMPLATES: dict[str, str] = {
     "closer": SINGLE_ROLE_TEMPLATES["close"],
 }
 
-PRIOR_RAW_CAP = 8 * 1024  # seed 003: built from at most 8 KB of raw text ...
+PRIOR_RAW_CAP = 8 * 1024  # the prior-failure summary: built from at most 8 KB of raw text ...
 PRIOR_FENCED_CAP = 4 * 1024  # ... and at most 4 KB once fenced
 FENCE = "````"
 _BACKTICK_RUN = re.compile(r"`{3,}")
@@ -338,9 +338,9 @@ def inline(text: str, redact: Callable[[str], str]) -> str:
 def fence_untrusted(
     text: str, redact: Callable[[str], str], label: str = "prior_attempt_summary"
 ) -> str:
-    """Text from a prior attempt, safe to put in a prompt (seed 003): at most 8 KB of raw text
-    is read, secrets are redacted, runs of three or more backticks are neutralized so nothing
-    inside can close the fence, and the whole fenced block is at most 4 KB."""
+    """Text from a prior attempt, safe to put in a prompt (docs/prompts.md): at most 8 KB of
+    raw text is read, secrets are redacted, runs of three or more backticks are neutralized so
+    nothing inside can close the fence, and the whole fenced block is at most 4 KB."""
     # Redact a little past the cap, then cut: a key straddling the cut is still recognised.
     raw = _utf8_prefix(redact(_utf8_prefix(text, PRIOR_RAW_CAP + 512)), PRIOR_RAW_CAP)
     clean = _BACKTICK_RUN.sub(lambda m: "'" * len(m.group()), raw)

@@ -173,7 +173,7 @@ _GATE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 class QualityGate(_Section):
-    """A command run in the verify phase (seed 004), e.g. lint or tests."""
+    """A command run in the verify phase (docs/gates.md), e.g. lint or tests."""
 
     name: str = Field(pattern=_GATE_NAME, max_length=64)
     #: a shell command line (run with `bash -c`, so pipes and quotes work) or an argv list

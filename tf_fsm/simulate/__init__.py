@@ -21,7 +21,7 @@ __all__ = [
 
 
 def criteria(results: Sequence[PolicyResult]) -> list[tuple[str, bool, str]]:
-    """Issue #11's done-when checks on a run: (name, passed, the figures)."""
+    """The checks a policy run is judged by (docs/simulate.md): (name, passed, the figures)."""
     runs = {r.policy: r for r in results if r.budgetUsd is None}
     out: list[tuple[str, bool, str]] = []
     c, d, a = runs.get("c"), runs.get("d"), runs.get("a")

@@ -24,7 +24,7 @@ from tf_fsm.storage.store import open_store
 
 POLICIES: dict[str, str] = {
     "a": "blind re-runs, base models",
-    "b": "tiered curve (seed 000)",
+    "b": "tiered curve",
     "c": "curve + same-failure",
     "d": "strongest model, every role",
     "e": "strongest model, escalated roles",
