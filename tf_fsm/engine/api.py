@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # types only: the run's collaborators, none of which imports 
     from tf_fsm.engine.prompts import PromptLibrary
     from tf_fsm.executors.base import Executor
     from tf_fsm.settings.load import LoadedSettings
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.tickets import Ticket
 
 OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed", "waiting"]
@@ -89,12 +89,17 @@ class RunContext(Protocol):
     ticket: Ticket
     settings: LoadedSettings
     options: RunOptions
-    store: TicketStore
     executor: Executor
     observer: Observer
     prompts: PromptLibrary
     now: Callable[[], datetime]
     sleep: Callable[[float], None]
+
+    # Read-only: an implementation may keep a more specific store (TicketRun's is a
+    # TicketStore), which a settable member (invariant) would refuse.
+    @property
+    def store(self) -> Store:
+        """The ticket's files (tf_fsm.storage.protocol)."""
 
     def event(
         self, cls: type[Event], attempt: int | None, flush: bool = True, **fields: Any
