@@ -10,6 +10,7 @@ STORES.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import select
 import signal
@@ -17,13 +18,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from tf_fsm.core.journal import AttemptStarted
+from tf_fsm.core.state import RetryState
 from tf_fsm.storage.protocol import Store
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.store import TicketStore
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "sk-proj-" + "Zz9aB8cD7eF6gH5iJ4kL3mN2"
+TS = "2026-02-14T02:37:05.000Z"
 
 # A real retry-state.json written by pi-ticketflow, verbatim.
 PI_TICKETFLOW_STATE = """{
@@ -123,3 +128,40 @@ class Holders:
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     stream.close()
+
+
+SECRET = "env-secret-value"  # a value from the environment, which the redactor is given
+TICKET = "pt-uu03"
+
+
+def tree(root: Path, dir_times: bool = True) -> dict[str, tuple[Any, ...]]:
+    """Everything under `root`: each file's bytes and mtime, each link's target, each
+    directory (and its mtime, which a file created or removed in it changes)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            key, mtime = str(path.relative_to(root)), path.lstat().st_mtime_ns
+            if path.is_symlink():
+                out[key] = ("link", os.readlink(path))
+            elif path.is_dir():
+                out[key] = ("dir", mtime) if dir_times else ("dir",)
+            else:
+                out[key] = ("file", path.read_bytes(), mtime)
+    return out
+
+
+def state_of(text: str = PI_TICKETFLOW_STATE) -> RetryState:
+    return RetryState.model_validate(json.loads(text))
+
+
+def write_state(store: Store, text: str) -> Path:
+    store.dir.mkdir(parents=True, exist_ok=True)
+    store.retry_state_path.write_text(text, encoding="utf-8")
+    return store.retry_state_path
+
+
+def attempt_started(attempt: int = 1) -> AttemptStarted:
+    return AttemptStarted(
+        ts=TS, ticket=TICKET, attempt=attempt, trigger="initial", escalation={"fixer": None}
+    )

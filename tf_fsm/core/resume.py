@@ -95,7 +95,8 @@ def _by_timestamps(look: Look) -> ResumePoint:
 
 
 def gate_decided(store: Any) -> bool:
-    """Does post-fix-verification.json hold a verdict? (`store`: a TicketStore.)"""
+    """Does post-fix-verification.json hold a verdict? (`store`: a tf_fsm.storage.protocol.Store;
+    typed Any because the core imports nothing of storage.)"""
     return "verification_passed" in (store.read_artifact("post-fix-verification.json") or "")
 
 

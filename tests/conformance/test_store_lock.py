@@ -1,0 +1,88 @@
+"""The Store conformance suite, the lock: exclusive across real processes, released however
+the holder ends, not lost when files are deleted, not re-entrant (tf_fsm.storage.protocol)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conformance.stores import Holders
+from tf_fsm.errors import TicketLockedError
+from tf_fsm.storage.protocol import Store
+
+
+def _refused(store: Store, holder_pid: int) -> None:
+    with pytest.raises(TicketLockedError) as info, store.lock():
+        pytest.fail("acquired a lock another process holds")
+    assert info.value.holder_pid == holder_pid
+    assert info.value.ticket_id == store.ticket_id
+    assert f"pid {holder_pid}" in str(info.value)
+
+
+def test_the_lock_is_exclusive_across_processes(
+    spec: str, root: Path, store: Store, holders: Holders
+) -> None:
+    proc = holders.start(spec, root, store.ticket_id)
+    _refused(store, proc.pid)
+    _refused(store, proc.pid)  # a refusal takes nothing: the holder still holds it
+
+
+def test_the_lock_is_released_when_the_holder_exits(
+    spec: str, root: Path, store: Store, holders: Holders
+) -> None:
+    proc = holders.start(spec, root, store.ticket_id)
+    _refused(store, proc.pid)
+    holders.release(proc)
+    with store.lock():
+        pass
+
+
+def test_sigkill_of_the_holder_frees_the_lock(
+    spec: str, root: Path, store: Store, holders: Holders
+) -> None:
+    proc = holders.start(spec, root, store.ticket_id)
+    _refused(store, proc.pid)
+    holders.kill(proc)
+    with store.lock("after kill"):
+        pass
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="survives deletion through an abstract socket, Linux only"
+)
+@pytest.mark.parametrize("deleted", ["the ticket's files", "the ticket directory"])
+def test_the_lock_survives_deletion_of_the_tickets_files(
+    spec: str, root: Path, store: Store, holders: Holders, deleted: str
+) -> None:
+    proc = holders.start(spec, root, store.ticket_id)
+    if deleted == "the ticket directory":
+        shutil.rmtree(store.dir)
+    else:
+        for entry in store.dir.iterdir():  # the lock file among them
+            entry.unlink()
+    _refused(store, proc.pid)  # named even with the owner's note gone
+    holders.release(proc)
+    with store.lock():
+        pass
+
+
+def test_the_lock_is_not_reentrant_within_a_process(
+    store: Store, make: Callable[[str], Store]
+) -> None:
+    other = make(store.ticket_id)
+    with store.lock():
+        _refused(other, os.getpid())
+    with other.lock():
+        pass
+
+
+def test_the_lock_is_released_when_the_body_raises(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.lock():
+        raise RuntimeError("boom")
+    with store.lock():
+        pass
