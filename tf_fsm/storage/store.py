@@ -14,18 +14,13 @@ record that says "this step is done" is never on disk before what the step wrote
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.core.journal import (
     Event,
     JournalLineError,
@@ -34,7 +29,6 @@ from tf_fsm.core.journal import (
     StaleTempFilesRemoved,
     decode,
     timestamp,
-    validation_problem,
 )
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
@@ -48,20 +42,17 @@ from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
+from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.journal_file import corrupt_journal, repair_tail
 from tf_fsm.storage.lock import hold_lock, sweep_temp_files
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_json, redacted_line
+from tf_fsm.storage.retry_file import parse_retry_state
 
 # Ticket ids are re-exported too: callers validate ids through the store's module.
 from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
 from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
 from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
-
-_ARTIFACT_SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-# Files with their own API (and their own integrity rules) that write_artifact must not replace.
-_RESERVED_ARTIFACTS = frozenset({"retry-state.json", "events.jsonl"})
-
 
 # --- the store ----------------------------------------------------------------------------
 
@@ -164,25 +155,7 @@ class TicketStore:
 
     def _artifact(self, name: str) -> Path:
         """The path `name` names, once the name itself is valid (its links not checked yet)."""
-        if not isinstance(name, str) or not name:
-            raise InvalidArtifactNameError(str(name), "must be a non-empty string")
-        if "\\" in name or "\0" in name:
-            raise InvalidArtifactNameError(name, "must not contain '\\' or NUL")
-        if PurePosixPath(name).is_absolute() or re.match(r"[A-Za-z]:", name):
-            raise InvalidArtifactNameError(name, "must be relative to the ticket directory")
-        segments = name.split("/")
-        for segment in segments:
-            if segment in ("", ".", ".."):
-                raise InvalidArtifactNameError(name, "has an empty, '.' or '..' segment")
-            if not _ARTIFACT_SEGMENT_RE.fullmatch(segment):
-                raise InvalidArtifactNameError(
-                    name,
-                    f"segment {segment!r} must be ASCII letters, digits, '-', '_', '.' "
-                    "and not start with '.' or '-'",
-                )
-        if segments[0] in _RESERVED_ARTIFACTS or segments[0].startswith("retry-state.json"):
-            raise InvalidArtifactNameError(name, "is a state file the store writes itself")
-        return self.dir.joinpath(*segments)
+        return self.dir.joinpath(*artifact_segments(name))
 
     def write_artifact(
         self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
@@ -238,38 +211,6 @@ class TicketStore:
 
     # --- retry state ----------------------------------------------------------------------
 
-    def _corrupt_state(self, problem: str) -> CorruptStateError:
-        remedy = (
-            f"run `tf-fsm run {self.ticket_id} --retry-reset` to move it aside as "
-            "retry-state.json.bak.<UTC timestamp> and start again at attempt 1"
-        )
-        return CorruptStateError(self.retry_state_path, problem, remedy=remedy)
-
-    def _parse_retry_state(self, raw: bytes) -> RetryState:
-        if not raw.strip():
-            raise self._corrupt_state("the file is empty")
-        try:
-            data = load_json(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise self._corrupt_state(f"not UTF-8 (byte {exc.start})") from exc
-        except json.JSONDecodeError as exc:
-            problem = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-            raise self._corrupt_state(problem) from exc
-        except JsonLimitError as exc:
-            raise self._corrupt_state(exc.problem) from exc
-        if not isinstance(data, dict):
-            raise self._corrupt_state(f"expected a JSON object, got {type(data).__name__}")
-        try:
-            state = RetryState.model_validate(data)
-        except ValidationError as exc:
-            raise self._corrupt_state(validation_problem(exc)) from exc
-        if state.ticketId != self.ticket_id:
-            raise self._corrupt_state(
-                f"ticketId is {state.ticketId!r} but the file is in the directory of "
-                f"{self.ticket_id!r}"
-            )
-        return state
-
     def load_retry_state(self) -> RetryState | None:
         """The ticket's retry state, None if it has none. Read-only, whatever it finds."""
         try:
@@ -277,7 +218,7 @@ class TicketStore:
         except FileNotFoundError:
             self._trusted = True  # nothing there to protect
             return None
-        state = self._parse_retry_state(raw)
+        state = parse_retry_state(raw, self.retry_state_path, self.ticket_id)
         self._trusted = True
         return state
 
@@ -315,7 +256,8 @@ class TicketStore:
         except FileNotFoundError:
             return None
         try:
-            count_before: int | None = self._parse_retry_state(raw).retryCount
+            state = parse_retry_state(raw, self.retry_state_path, self.ticket_id)
+            count_before: int | None = state.retryCount
         except CorruptStateError:
             count_before = None
         # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
