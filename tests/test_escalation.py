@@ -15,9 +15,9 @@ from tf_fsm.core.escalation import (
     resolve,
     retries_left,
     should_retry,
-    should_skip,
     tier_of,
 )
+from tf_fsm.core.next_step import Facts, next_step
 from tf_fsm.core.state import (
     EscalationRecord,
     RetryState,
@@ -119,6 +119,19 @@ def _blocked(state: RetryState, max_retries: int) -> RetryState:
         state, trigger="initial", escalation=EscalationRecord.of(), fail_on=[], now=T0
     )
     return finish_attempt(state, status="blocked", counts=None, max_retries=max_retries, now=T0)
+
+
+class _OpenTicket:
+    status, body = "open", ""
+
+
+def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
+    """Does `run` refuse the ticket (the decision of what runs next), as the loop skips it?"""
+    facts = Facts(
+        "pt-1", state, settings, tk_file=_OpenTicket, journal=list, look=lambda name: None,
+        gate_decided=lambda: False, budget_refusal=lambda: None,
+    )  # fmt: skip
+    return next_step(facts).refused
 
 
 def test_cap_and_skip() -> None:

@@ -595,3 +595,29 @@ def test_load_scenario_unusable_file_is_an_executor_error(tmp_path: Path, kind: 
     assert isinstance(info.value, ExecutorError)
     assert info.value.setting == "executor.scenario"
     assert str(path) in str(info.value)
+
+
+def test_the_registry_builds_one_executor_per_settings_kind(
+    project: Path, write_settings: Any
+) -> None:
+    """`executor.kind` picks a factory from tf_fsm.executors.EXECUTORS: every kind the settings
+    accept has one, and each builds the executor it names."""
+    from typing import get_args
+
+    from tf_fsm.executors import EXECUTORS, make_executor
+    from tf_fsm.executors.handoff import HandoffExecutor
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.settings.schema import Executor as ExecutorSettings
+
+    kinds = set(get_args(ExecutorSettings.model_fields["kind"].annotation))
+    assert set(EXECUTORS) == kinds
+    built = {}
+    for kind in sorted(kinds):
+        extra = {"command": ["true"]} if kind == "command" else {}
+        write_settings({"executor": {"kind": kind, **extra}})
+        built[kind] = type(make_executor(load_settings(project), project))
+    assert built == {
+        "command": CommandExecutor,
+        "handoff": HandoffExecutor,
+        "scripted": ScriptedExecutor,
+    }

@@ -98,7 +98,7 @@ def test_escalated_fixer_closes_on_attempt_2(project: Path) -> None:
 
 
 def test_max_retries_0_runs_no_attempt(project: Path) -> None:
-    # seed 001: skip tickets with retryCount >= maxRetries; with 0 that is every ticket
+    # a ticket is skipped with retryCount >= maxRetries; with 0 that is every ticket
     setup(project, {"findings": []})
     path = project / ".tf/config/settings.json"
     data = json.loads(path.read_text())
@@ -308,3 +308,22 @@ def test_the_plan_shows_the_budget_and_refuses_as_run_does(project: Path, budget
         assert planned["why"].startswith("budget: $0.0000 of $0.0500 spent and the next attempt")
         assert (outcome.status, outcome.reason) == ("exhausted", planned["why"])
         assert not store(project).dir.joinpath("implementation.md").exists()
+
+
+def test_the_machine_s_retry_guard_sees_the_retries_really_left(project: Path) -> None:
+    """`retries_left` on the `start`/`retry` edges is fed the count the state leaves (it was
+    always 1): after one blocked attempt of three allowed, two are left."""
+    from tf_fsm.engine.api import QuietObserver
+    from tf_fsm.engine.orchestrator import TicketRun
+    from tf_fsm.executors import make_executor
+
+    setup(project, {"findings": [MAJOR_HARD]})
+    assert run(project, once=True).status == "blocked"
+    settings = load_settings(project)
+    ticket = TicketRun(
+        project, "pt-1", RunOptions(), settings, make_executor(settings, project), QuietObserver()
+    )
+    blocked = state(project)
+    assert ticket.new_attempt_context(blocked, "manual_retry").facts.retries_left == 2
+    spent = blocked.model_copy(update={"retryCount": 3})
+    assert ticket.new_attempt_context(spent, "manual_retry").facts.retries_left == 0

@@ -171,7 +171,8 @@ def test_dry_run_lists_order_attempts_escalation_and_skips(proj: Project) -> Non
         "  3. pt-3         attempt 3 (ralph_retry), worker -> worker/strong-worker, "
         "fixer -> openai-codex/gpt-5.3-codex",
         "  4. pt-6         attempt 1 (resume), base models",
-        "     skip pt-4: max retries (3) exceeded",
+        "     skip pt-4: max retries (3) exceeded: blocked after 3 attempts; "
+        "`tf-fsm run pt-4 --retry-reset` starts over",
     ]
     assert (
         "     skip pt-5: attempt 1 failed in a phase (error); --resume-errors resumes it" in lines
@@ -395,7 +396,7 @@ def test_close_cut_short_is_finished(proj: Project) -> None:
 
 
 def test_two_loops_at_once_never_run_a_ticket_twice(proj: Project) -> None:
-    """Seed 000's race: parallel workers (here: two whole loops) picking the same ticket."""
+    """The race of parallel workers (here: two whole loops) picking the same ticket."""
     for n in range(6):
         proj.ticket(f"pt-{n}", plan=FIXABLE if n % 2 else None, tags=(f"component:{n}",))
     loops = [proj.spawn("--workers", "2") for _ in range(2)]

@@ -137,11 +137,16 @@ def kind(request: pytest.FixtureRequest) -> Kind:
 
 
 @pytest.fixture
-def scratch(tmp_path: Path) -> Path:
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory outside the project for the executor's own inputs (plan, scenario)."""
-    directory = tmp_path / "scratch"
-    directory.mkdir()
-    return directory
+    return tmp_path_factory.mktemp("scratch")
+
+
+@pytest.fixture(params=PHASES, ids=lambda phase_role: phase_role[0])
+def inv(request: pytest.FixtureRequest, project: Path) -> Invocation:
+    """An invocation of one of PHASES, its prompt and chain context written as a run does."""
+    phase, role = request.param
+    return invocation(project, phase, role)
 
 
 def invocation(root: Path, phase: str, role: str) -> Invocation:
@@ -208,14 +213,12 @@ def test_an_executor_that_cannot_run_is_refused_before_any_invocation(
         kind.working(project, scratch).check()  # raises nothing
 
 
-@pytest.mark.parametrize(("phase", "role"), PHASES)
 def test_a_successful_invocation_writes_its_output_and_claims_ok(
-    kind: Kind, project: Path, scratch: Path, phase: str, role: str
+    kind: Kind, project: Path, scratch: Path, inv: Invocation
 ) -> None:
     executor = kind.working(project, scratch)
-    inv = invocation(project, phase, role)
     if kind.person_writes:  # as a person does, after reading the prompt
-        inv.output.write_text(f"# {phase.capitalize()}: {TICKET}\n\nDone by hand.\n")
+        inv.output.write_text(f"# {inv.phase.capitalize()}: {TICKET}\n\nDone by hand.\n")
     mark = OutputMark.of(inv.output)
     before = tree(project, exclude=inv.artifact_dir)
 
@@ -234,12 +237,10 @@ def test_a_successful_invocation_writes_its_output_and_claims_ok(
     assert tree(project, exclude=inv.artifact_dir) == before
 
 
-@pytest.mark.parametrize(("phase", "role"), PHASES)
 def test_a_failed_invocation_does_not_claim_ok(
-    kind: Kind, project: Path, scratch: Path, phase: str, role: str
+    kind: Kind, project: Path, scratch: Path, inv: Invocation
 ) -> None:
     executor = kind.failing(project, scratch)
-    inv = invocation(project, phase, role)
     before = tree(project, exclude=inv.artifact_dir)
 
     result = executor.invoke(inv)

@@ -32,23 +32,14 @@ def test_the_lock_is_exclusive_across_processes(
     _refused(store, proc.pid)  # a refusal takes nothing: the holder still holds it
 
 
-def test_the_lock_is_released_when_the_holder_exits(
-    spec: str, root: Path, store: Store, holders: Holders
+@pytest.mark.parametrize("end", ["release", "kill"])
+def test_the_lock_is_free_once_the_holder_releases_it_or_is_sigkilled(
+    spec: str, root: Path, store: Store, holders: Holders, end: str
 ) -> None:
     proc = holders.start(spec, root, store.ticket_id)
     _refused(store, proc.pid)
-    holders.release(proc)
-    with store.lock():
-        pass
-
-
-def test_sigkill_of_the_holder_frees_the_lock(
-    spec: str, root: Path, store: Store, holders: Holders
-) -> None:
-    proc = holders.start(spec, root, store.ticket_id)
-    _refused(store, proc.pid)
-    holders.kill(proc)
-    with store.lock("after kill"):
+    {"release": holders.release, "kill": holders.kill}[end](proc)
+    with store.lock(f"after {end}"):
         pass
 
 

@@ -1,11 +1,6 @@
-"""The Store conformance suite, the records: the retry state and the journal (the suite's
-other parts are test_store.py and test_store_lock.py; fixtures in conftest.py).
-
-Only the protocol's members are used. The files it names (`dir`, `retry_state_path`,
-`journal_path`) are damaged directly, as a crash, a person or an agent would. The lock's part
-is in test_store_lock.py. TicketStore's own details (file layout, the lock's owner
-note, fsync grouping) are tested in tests/test_store.py and tests/test_durability.py.
-"""
+"""The Store conformance suite, the records: the retry state and the journal, kept, read back
+and damaged as a crash, a person or an agent would (the suite's rules are in test_store.py's
+docstring; fixtures in conftest.py)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,12 @@ test_run_failures.py.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
+
+from tests.conftest import run_cli
 
 from .conftest import (
     BASE_FIXER,
@@ -175,10 +178,6 @@ def test_blocked_then_closed_after_escalation(e2e: Harness) -> None:
 
 
 def test_blocked_until_the_retry_cap(e2e: Harness) -> None:
-    from tf_fsm.core.escalation import should_skip
-    from tf_fsm.core.state import RetryState
-    from tf_fsm.settings.load import load_settings
-
     e2e.plan(findings=[finding("f1", [])])  # nobody can fix it
     result = e2e.run()
     assert result.returncode == 4, result.stderr
@@ -190,7 +189,11 @@ def test_blocked_until_the_retry_cap(e2e: Harness) -> None:
     check_attempt(a2, 2, "blocked", "quality_gate", FIXER_ESCALATED, counts(Major=1))
     # Tier 3 escalates the second-opinion reviewer and the worker too, but neither is configured.
     check_attempt(a3, 3, "blocked", "quality_gate", FIXER_ESCALATED, counts(Major=1))
-    assert should_skip(RetryState.model_validate(state), load_settings(e2e.project))
+    status = json.loads(run_cli("status", "pt-1", "--json", cwd=e2e.project).stdout)
+    assert status["skip"] is True and status["next"] == (
+        "nothing: max retries (3) exceeded: blocked after 3 attempts; "
+        "`tf-fsm run pt-1 --retry-reset` starts over"
+    )
 
     chain = e2e.chain()
     assert (chain["attempt"], chain["trigger"], chain["tier"]) == (3, "quality_gate", 3)

@@ -111,7 +111,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if state is None or not state.has_open_attempt:
         raise UsageError(
             f"{ticket_id}: nothing to resume (no attempt in progress or in error); "
-            f"next: {next_step(store, state, settings)}; use `tf-fsm run {ticket_id}`"
+            f"next: {next_step(store, state, settings, root=root)}; use `tf-fsm run {ticket_id}`"
         )
     return cmd_run(args)
 
@@ -244,13 +244,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="headless: recorded in chain-context.json for the prompts",
     )
-    p.add_argument(
-        "--create-followups",
-        action="store_true",
-        help="ask the closer for follow-up tickets (followups.md)",
-    )
-    p.add_argument("--simplify-tickets", action="store_true", help="recorded for the closer")
-    p.add_argument("--final-review-loop", action="store_true", help="recorded for the closer")
+    for flag, text in (
+        ("--create-followups", "ask the closer for follow-up tickets (followups.md)"),
+        ("--simplify-tickets", "recorded for the closer"),
+        ("--final-review-loop", "recorded for the closer"),
+    ):
+        p.add_argument(flag, action="store_true", help=text)
     p.add_argument(
         "--plan",
         "--dry-run",

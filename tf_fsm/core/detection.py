@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tf_fsm.core import gate
+from tf_fsm.core.gate import blocking_counts, fail_on_severities, items
 from tf_fsm.core.markdown import (
     content_lines,
     counts_in,
@@ -56,7 +58,7 @@ _POST_FIX_COUNTS = re.compile(r"\bpost[\s-]*fix\s+counts?\b", re.IGNORECASE)
 _VERDICT_LINE = re.compile(
     r"^[\W_]*(?:status|result)\s*:\s*[\W_]*(pass(?:ed)?|fail(?:ed)?|blocked)(?!\w)", re.IGNORECASE
 )
-_LIST_SPLIT = re.compile(r"[\s,;]+")
+_GATES_TITLE = re.compile(r"^[\W_]*quality\s+gates[\W_]*$", re.IGNORECASE)
 _CLOSED = frozenset({"closed", "complete", "completed"})
 
 
@@ -231,29 +233,40 @@ def uncountable_review(text: str, name: str) -> str | None:
 
 @dataclass(frozen=True)
 class PostFixResult:
-    """The Post-Fix Counts section (None if absent) and the file's own PASS/FAIL."""
+    """The Post-Fix Counts section (None if absent), the file's own PASS/FAIL, and why a
+    required quality-gate command blocked (from its Quality Gates section, as tf_fsm writes
+    it), if one did."""
 
     counts: dict[str, int] | None
     passed: bool | None
+    blocker: str | None = None
+
+
+def _sections(lines: list[str], title: re.Pattern[str]) -> list[str]:
+    """The lines under the first heading that matches `title`, up to the next heading of its
+    level or above."""
+    body: list[str] = []
+    level = 0  # the level of the matching heading once inside that section
+    for line in lines:
+        heading = parse_heading(line)
+        if heading is not None:
+            if level and heading[0] <= level:
+                break
+            if not level and title.search(heading[1]):
+                level = heading[0]
+        elif level:
+            body.append(line)
+    return body
 
 
 def parse_post_fix_verification(text: str) -> PostFixResult:
     lines = content_lines(text)
     verdict = next((m for line in lines if (m := _VERDICT_LINE.match(plain(line)))), None)
     passed = None if verdict is None else verdict.group(1).lower().startswith("pass")
-    body: list[str] = []
-    level = 0  # the level of the Post-Fix Counts heading once inside that section
-    for line in lines:
-        heading = parse_heading(line)
-        if heading is not None:
-            if level and heading[0] <= level:
-                break
-            if not level and _POST_FIX_COUNTS.search(heading[1]):
-                level = heading[0]
-        elif level:
-            body.append(line)
-    counts = counts_in(body)
-    return PostFixResult(counts=_full(counts) if counts else None, passed=passed)
+    counts = counts_in(_sections(lines, _POST_FIX_COUNTS))
+    rows = _sections(lines, _GATES_TITLE)
+    blocker = next((why for row in rows if (why := gate.blocking_command(row))), None)
+    return PostFixResult(_full(counts) if counts else None, passed, blocker)
 
 
 @dataclass(frozen=True)
@@ -267,31 +280,6 @@ class GateVerdict:
     source: Literal["close-summary.md", "post-fix-verification", "review.md", "none"]
     reason: str
     notes: tuple[str, ...] = ()
-
-
-def _fail_on(names: Sequence[str] | str) -> tuple[tuple[str, ...], list[str]]:
-    # A bare string is a Sequence[str] too; read it as a list ("Critical, Major"), not letters.
-    raw = _LIST_SPLIT.split(names) if isinstance(names, str) else list(names)
-    wanted = {normalize_severity(str(n)) for n in raw}
-    notes = [
-        f"failOn entry {n!r} is not a severity; ignored"
-        for n in raw
-        if str(n).strip() and normalize_severity(str(n)) is None
-    ]
-    return tuple(s for s in SEVERITIES if s in wanted), notes
-
-
-def blocking_counts(counts: Mapping[str, int], fail_on: Sequence[str]) -> dict[str, int]:
-    """The failOn severities that have findings, in severity order."""
-    severities, _ = _fail_on(fail_on)
-    return {s: counts[s] for s in severities if counts.get(s, 0) > 0}
-
-
-def _items(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{s}: {n}" for s, n in counts.items())
-
-
-_EMPTY = "failOn is empty: nothing blocks on review counts"
 
 
 def _close_verdict(
@@ -314,11 +302,11 @@ def _close_verdict(
     if close.status == "closed":
         reason = said
         if blocking:  # the closer's word stands, but the contradiction must be visible
-            notes.append(f"{said} although {_items(blocking)} remain (failOn: {listed})")
+            notes.append(f"{said} although {items(blocking)} remain (failOn: {listed})")
     elif not severities:
-        reason = f"{said}; {_EMPTY}"
+        reason = f"{said}; {gate.EMPTY}"
     elif blocking:
-        reason = f"{said} ({_items(blocking)} with failOn [{listed}])"
+        reason = f"{said} ({items(blocking)} with failOn [{listed}])"
     else:
         reason = f"{said} (no failOn severity has findings; failOn [{listed}])"
     blocked = close.status == "blocked"
@@ -333,9 +321,19 @@ def evaluate(
     close_summary: str | None = None,
     post_fix_verification: str | None = None,
     review: str | None = None,
+    gate_enabled: bool = True,
+    outdated: Mapping[str, str] | None = None,
 ) -> GateVerdict:
-    """The gate verdict; sources in order: close-summary.md, post-fix verification, review.md."""
-    severities, notes = _fail_on(fail_on)
+    """The gate verdict; sources in order: close-summary.md, post-fix verification, review.md,
+    the counts judged by tf_fsm.core.gate's rule. `outdated`: reports older than an earlier
+    phase's report (name -> that report), an earlier attempt's; they are not used."""
+    severities, notes = fail_on_severities(fail_on)
+    for name, newer in (outdated or {}).items():
+        notes.append(f"{name} is older than {newer}: an earlier attempt's, not used")
+        if name == "close-summary.md":
+            close_summary = None
+        elif name == "post-fix-verification.md":
+            post_fix_verification = None
     post = None
     if post_fix_verification is not None:
         post = parse_post_fix_verification(post_fix_verification)
@@ -350,35 +348,46 @@ def evaluate(
             if word
             else "close-summary.md has no status"
         )
+    return _counts_verdict(severities, notes, post, rev, gate_enabled)
 
+
+def _counts_verdict(
+    severities: tuple[str, ...],
+    notes: list[str],
+    post: PostFixResult | None,
+    rev: ReviewCounts | None,
+    gate_enabled: bool,
+) -> GateVerdict:
+    """The verdict from the post-fix counts, else the review's."""
     source: Literal["post-fix-verification", "review.md"]
     if post is not None and post.counts is None:
         notes.append("post-fix-verification has no Post-Fix Counts section")
     if post is not None and post.counts is not None:
         counts, source = post.counts, "post-fix-verification"
+        decision = gate.decide(counts, severities, enabled=gate_enabled)
+        if post.blocker is not None and gate_enabled:
+            decision = gate.with_command(decision, post.blocker)
+        notes += _verdict_doubts(post, decision)
     elif rev is not None:
         counts, source = rev.counts, "review.md"
+        decision = gate.decide(counts, severities, enabled=gate_enabled, counted="review.md")
         notes.extend(rev.notes)
         if rev.source == "none":
             notes.append("review.md has no statistics and no severity sections")
     else:
         reason = "no close-summary.md, post-fix-verification or review.md yet"
         return GateVerdict(False, "unknown", _full({}), severities, "none", reason, (*notes,))
+    return GateVerdict(
+        decision.blocked, "unknown", counts, severities, source, decision.reason, (*notes,)
+    )
 
-    listed = ", ".join(severities)
-    blocking = blocking_counts(counts, severities)
-    if not severities:
-        reason = f"{_EMPTY} ({source})"
-    elif source == "review.md":
-        found = f"lists {_items(blocking)}" if blocking else "lists no failOn finding"
-        reason = f"review.md {found} (failOn: {listed})"
-    elif blocking:
-        reason = f"{_items(blocking)} remain after the fix (failOn: {listed})"
-    else:
-        reason = f"no failOn severity remains after the fix (failOn: {listed})"
-    if source == "post-fix-verification" and post is not None and post.passed is not None:
-        if post.passed and blocking:
-            notes.append(f"post-fix-verification says PASS but {_items(blocking)} remain")
-        elif not post.passed and not blocking:
-            notes.append("post-fix-verification says FAIL but no failOn severity remains")
-    return GateVerdict(bool(blocking), "unknown", counts, severities, source, reason, (*notes,))
+
+def _verdict_doubts(post: PostFixResult, decision: gate.GateDecision) -> list[str]:
+    """The post-fix verification's own PASS/FAIL, checked against the decision."""
+    if post.passed and decision.blocked:
+        left = f"{items(decision.blocking)} remain" if decision.blocking else decision.reason
+        return [f"post-fix-verification says PASS but {left}"]
+    if post.passed is False and not decision.blocked:
+        left = "no failOn severity remains" if not decision.blocking else decision.reason
+        return [f"post-fix-verification says FAIL but {left}"]
+    return []

@@ -70,7 +70,8 @@ class escalate_none(EscalationPolicy):
         return frozenset()
 
 
-#: Seed 000: attempt 1 base; attempt 2 fixer; attempt 3+ fixer, second-opinion reviewer, worker.
+#: The default curve: attempt 1 base; attempt 2 fixer; attempt 3+ fixer, second-opinion
+#: reviewer, worker.
 TIERED_CURVE: EscalationPolicy = (
     escalate_from("fixer", 2)
     | escalate_from("reviewer-second-opinion", 3)
@@ -91,7 +92,7 @@ class RoleResolution:
     base_model: str
     escalated: bool
     reason: str
-    source: str = "settings"  # escalated | frontmatter | settings (seed 002's precedence)
+    source: str = "settings"  # escalated | frontmatter | settings, in `resolve`'s precedence
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class Resolution:
         return [r.role for r in self.roles.values() if r.escalated]
 
     def escalation_record(self) -> EscalationRecord:
-        """The seed's per-attempt `escalation` object: escalated model, or null for base."""
+        """retry-state.json's per-attempt `escalation` object: escalated model, or null for base."""
         models = {
             key: (
                 self.roles[role].model
@@ -126,7 +127,7 @@ def resolve(
     frontmatter: Mapping[str, tuple[str | None, str | None]] | None = None,
     tier: int | None = None,
 ) -> Resolution:
-    """Each role's model for the attempt. Precedence (seed 002): this attempt's escalated model,
+    """Each role's model for the attempt. Precedence: this attempt's escalated model,
     then the role's prompt-template frontmatter `model`/`thinking`, then the settings mapping.
     `tier` raises the attempt to that tier when it is above the curve's (the same-failure
     short-circuit); the policy then sees the first attempt number of that tier."""
@@ -186,7 +187,8 @@ def phase_plan(
     elif attempt > 1:
         plan["research"] = (
             False,
-            "retry: research is not re-run (seed 003); --with-research forces it",
+            "retry: research is not re-run (the prior failure summary is given instead); "
+            "--with-research forces it",
         )
     else:
         plan["research"] = (True, "attempt 1")
@@ -237,20 +239,11 @@ def should_retry(state: RetryState | None, settings: LoadedSettings) -> bool:
     return retries_left(state, settings) > 0 and not stopped(state)
 
 
-#: why no attempt starts at all (seed 001: skip tickets with retryCount >= maxRetries)
+#: why no attempt starts at all (a ticket with retryCount >= maxRetries is skipped)
 NO_ATTEMPT_ALLOWED = "workflow.escalation.maxRetries is 0: no attempt may run"
 
 
-def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
-    """The backlog loop's test: the last attempt was blocked and the retries are spent (or
-    maxRetries is 0, which allows no attempt at all)."""
-    if state is None or state.current is None:
-        return settings.max_retries == 0
-    spent = state.retryCount >= settings.max_retries
-    return state.current.status == "blocked" and (spent or stopped(state))
-
-
-# -- the same-failure short-circuit (issue #11) ---------------------------------------------
+# -- the same-failure short-circuit ----------------------------------------------------------
 
 SameFailureMode = Literal["skip-tier", "stop", "off"]
 #: skip-tier: the next attempt runs at a tier above the curve's; stop: no further attempt;
@@ -340,7 +333,7 @@ def tier_models(settings: LoadedSettings) -> dict[int, Models]:
 def detect_same_failure(state: RetryState | None, settings: LoadedSettings) -> SameFailure | None:
     """The decision for the state's last attempt (pure; recomputed wherever it is needed, so
     the run, `status` and `run --plan` agree). Only with escalation enabled: with it off,
-    tf_fsm behaves as before the short-circuit existed (seed 000's compatibility rule)."""
+    tf_fsm behaves as before the short-circuit existed (pi-ticketflow's behaviour)."""
     esc = settings.workflow.escalation
     if state is None or len(state.attempts) < 2 or not esc.enabled:
         return None

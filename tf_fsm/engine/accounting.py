@@ -7,7 +7,7 @@ last `RetryStateReset`, so `--retry-reset` also starts a fresh budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,15 +86,6 @@ def with_accounting(run: RunContext, state: RetryState, status: str) -> RetrySta
     return replace_current(state, Attempt.model_validate(data))
 
 
-def over_budget(events: Sequence[ev.Event], settings: LoadedSettings) -> tuple[float, float] | None:
-    """(spent, budget) when workflow.escalation.maxCostUsd is set and spent, else None."""
-    budget = settings.workflow.escalation.maxCostUsd
-    if budget is None:
-        return None
-    spent = (ticket_usage(events) or Usage()).cost_usd
-    return (spent, budget) if spent >= budget else None
-
-
 def budget_reason(spent: float, budget: float) -> str:
     return (
         f"budget: ${spent:.4f} of ${budget:.4f} spent (workflow.escalation.maxCostUsd); no "
@@ -131,15 +122,19 @@ class BudgetCheck:
     refusal: str | None
 
 
-def budget_check(run: RunContext, state: RetryState | None) -> BudgetCheck | None:
-    """None when no budget is set. Refuses when the ticket's budget is spent, or when the
-    executor's prices say the next attempt could overrun it. Journals nothing: a blocked
-    attempt asks it to say truthfully whether a retry follows."""
-    budget = run.settings.workflow.escalation.maxCostUsd
+def budget_verdict(
+    settings: LoadedSettings,
+    state: RetryState | None,
+    events: Sequence[ev.Event],
+    need: float,
+) -> BudgetCheck | None:
+    """The budget rule, on the journal (`events`, counted from the last `RetryStateReset`) and
+    the most the next attempt may cost (`need`; 0.0: unknown). None when no budget is set.
+    Refuses when the ticket's budget is spent, or when `need` could overrun it."""
+    budget = settings.workflow.escalation.maxCostUsd
     if budget is None:
         return None
-    need = forecast(run, state)
-    spent = (ticket_usage(run.store.read_events().events) or Usage()).cost_usd
+    spent = (ticket_usage(events) or Usage()).cost_usd
     refusal = None
     if state is None and need == 0.0:
         pass  # nothing has run since the last reset, and no price is known
@@ -154,19 +149,57 @@ def budget_check(run: RunContext, state: RetryState | None) -> BudgetCheck | Non
     return BudgetCheck(spent, budget, need, refusal)
 
 
-def refuse_over_budget(run: RunContext, state: RetryState | None) -> Outcome | None:
-    """Before an attempt starts (or escalates): the outcome that ends the run when
-    `budget_check` refuses it, journaled once per refusal; None when the attempt may start."""
-    check = budget_check(run, state)
-    if check is None or check.refusal is None:
+def unpriced_refusal(
+    settings: LoadedSettings, state: RetryState | None, events: Callable[[], Sequence[ev.Event]]
+) -> str | None:
+    """The budget's refusal of a new attempt for a caller with no executor to price it
+    (`status`, the backlog loop): what `run` decides with an agent CLI, whose prices are
+    unknown. The journal is read only when a budget is set."""
+    if settings.workflow.escalation.maxCostUsd is None:
         return None
-    spent, budget, reason = check.spent, check.budget, check.refusal
+    check = budget_verdict(settings, state, events(), 0.0)
+    return check.refusal if check is not None else None
+
+
+def budget_check(
+    run: RunContext, state: RetryState | None, events: Sequence[ev.Event] | None = None
+) -> BudgetCheck | None:
+    """`budget_verdict` with the executor's forecast, on the ticket's journal (or `events`,
+    as a plan sees it). Journals nothing: a blocked attempt asks it to say truthfully whether
+    a retry follows."""
+    if run.settings.workflow.escalation.maxCostUsd is None:
+        return None
+    need = forecast(run, state)
+    seen = run.store.read_events().events if events is None else events
+    return budget_verdict(run.settings, state, seen, need)
+
+
+class BudgetProbe:
+    """The budget's answer before a new attempt, for the decision of what runs next
+    (tf_fsm.core.next_step), which asks only when a new attempt would start; the check is
+    kept (`check`) for the caller's report."""
+
+    def __init__(
+        self, run: RunContext, state: RetryState | None, events: Sequence[ev.Event] | None
+    ) -> None:
+        self.run, self.state, self.events = run, state, events
+        self.check: BudgetCheck | None = None
+
+    def __call__(self) -> str | None:
+        self.check = budget_check(self.run, self.state, self.events)
+        return self.check.refusal if self.check is not None else None
+
+
+def refused_by_budget(run: RunContext, state: RetryState | None, check: BudgetCheck) -> Outcome:
+    """The outcome of a run the budget refused (`check`) before an attempt started or
+    escalated, journaled once per refusal."""
+    reason = check.refusal or ""
     cur = state.current if state else None
     run.event(
         ev.BudgetExhausted,
         cur.attemptNumber if cur else None,
-        spentUsd=round(spent, 6),
-        maxCostUsd=budget,
+        spentUsd=round(check.spent, 6),
+        maxCostUsd=check.budget,
         reason=reason,
     )
     if state is None:
@@ -177,14 +210,16 @@ def refuse_over_budget(run: RunContext, state: RetryState | None) -> Outcome | N
 __all__ = [
     "BUDGET",
     "BudgetCheck",
+    "BudgetProbe",
     "attempt_events",
     "budget_check",
     "budget_reason",
+    "budget_verdict",
     "failure_class",
     "forecast",
-    "over_budget",
-    "refuse_over_budget",
+    "refused_by_budget",
     "ticket_usage",
+    "unpriced_refusal",
     "usage_of",
     "with_accounting",
 ]

@@ -109,7 +109,9 @@ class RunContext(Protocol):
     def save(self, state: RetryState) -> RetryState:
         """Persist the retry state; returns it."""
 
-    def outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
+    def outcome(
+        self, state: RetryState | None, status: OutcomeStatus, runs: int, reason: str
+    ) -> Outcome:
         """The run's result with the state's numbers."""
 
     def edit_ticket(self, change: Callable[[str], str]) -> None:

@@ -16,7 +16,8 @@ from tf_fsm.core.state import RetryState, finish_attempt, update_current
 from tf_fsm.engine import same_failure
 from tf_fsm.engine.accounting import budget_check, with_accounting
 from tf_fsm.engine.context import AttemptContext
-from tf_fsm.engine.phases import WAITING, PhaseRunner
+from tf_fsm.engine.invocation import WAITING
+from tf_fsm.engine.phases import PhaseRunner
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import OutcomeStatus, RunContext

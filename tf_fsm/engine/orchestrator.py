@@ -17,16 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.escalation import (
-    NO_ATTEMPT_ALLOWED,
-    next_tier,
-    phase_plan,
-    resolve,
-    should_retry,
-    stopped,
-)
+from tf_fsm.core.escalation import next_tier, phase_plan, resolve, retries_left
 from tf_fsm.core.machine import AttemptFacts
-from tf_fsm.core.resume import ResumePoint, gate_decided, resume_point
+from tf_fsm.core.next_step import Facts, close_note, next_step
+from tf_fsm.core.resume import ResumePoint, gate_decided
 from tf_fsm.core.state import (
     RetryState,
     new_state,
@@ -34,7 +28,7 @@ from tf_fsm.core.state import (
     start_attempt,
 )
 from tf_fsm.engine import context, same_failure
-from tf_fsm.engine.accounting import refuse_over_budget
+from tf_fsm.engine.accounting import BudgetProbe, refused_by_budget
 from tf_fsm.engine.api import Observer as Observer
 from tf_fsm.engine.api import Outcome as Outcome
 from tf_fsm.engine.api import OutcomeStatus as OutcomeStatus
@@ -99,14 +93,16 @@ class TicketRun:
         self.store.save_retry_state(state)
         return state
 
-    def outcome(self, state: RetryState, status: OutcomeStatus, runs: int, reason: str) -> Outcome:
-        cur = state.current
+    def outcome(
+        self, state: RetryState | None, status: OutcomeStatus, runs: int, reason: str
+    ) -> Outcome:
+        cur = state.current if state else None
         return Outcome(
             self.ticket_id,
             status,
             cur.attemptNumber if cur else 0,
             runs,
-            state.retryCount,
+            state.retryCount if state else 0,
             self.settings.max_retries,
             reason,
         )
@@ -141,48 +137,61 @@ class TicketRun:
         self.ticket = tickets.read(self.root, self.ticket_id)
         return self._drive(self.store.load_retry_state(), events)
 
+    def facts(
+        self,
+        state: RetryState | None,
+        events: list[ev.Event],
+        budget: Callable[[], str | None],
+    ) -> Facts:
+        """What the decision of what runs next looks at, as this run sees it (`run --plan`
+        asks with the same facts)."""
+        return Facts(
+            self.ticket_id, state, self.settings, tk_file=lambda: self.ticket,
+            journal=lambda: events, look=self.store.seen,
+            gate_decided=lambda: gate_decided(self.store), budget_refusal=budget,
+            retry_trigger=self.options.retry_trigger,
+        )  # fmt: skip
+
     def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
-        cur = state.current if state else None
-        if state is not None and cur is not None and cur.status == "closed":
-            if self.ticket.status == "closed":
-                return self.outcome(state, "already_closed", 0, "ticket is already closed")
-            if not self.closed_in_tk(cur.attemptNumber, cur.startedAt):
-                # The run that closed the attempt died before it closed the tk ticket.
-                self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
-                return self.outcome(state, "already_closed", 0, "ticket closed (tk updated)")
-        if state is not None and state.has_open_attempt:
-            attempt, state = self._resume(state, events)
+        budget = BudgetProbe(self, state, events)
+        step = next_step(self.facts(state, events, budget))
+        if step.refusal == "budget" and budget.check is not None:
+            return refused_by_budget(self, state, budget.check)
+        if step.action in ("already_closed", "exhausted"):
+            return self.outcome(state, step.action, 0, step.reason)
+        if step.action == "close_tk" and state is not None and state.current is not None:
+            cur = state.current
+            self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
+            return self.outcome(state, "already_closed", 0, step.reason)
+        if step.action == "resume" and state is not None and step.resume is not None:
+            attempt, state = self._resume(state, events, step.resume)
         else:
-            if state is None and self.settings.max_retries == 0:
-                return Outcome(self.ticket_id, "exhausted", 0, 0, 0, 0, NO_ATTEMPT_ALLOWED)
-            if state is not None and not should_retry(state, self.settings):
-                reason = (
-                    f"max retries ({self.settings.max_retries}) exceeded: blocked after "
-                    f"{state.retryCount} attempts; "
-                    f"`tf-fsm run {self.ticket_id} --retry-reset` starts over"
-                )
-                if stopped(state):
-                    reason = same_failure.stop_reason(state, self.ticket_id)
-                return self.outcome(state, "exhausted", 0, reason)
-            if (refused := refuse_over_budget(self, state)) is not None:
-                return refused
-            attempt, state = self._begin(state, self.next_trigger(state))
+            attempt, state = self._begin(state, step.trigger or "initial")
+        return self._chain(attempt, state)
+
+    def _chain(self, attempt: AttemptContext, state: RetryState) -> Outcome:
+        """Attempts one after another, while each blocked one is followed at once by the next
+        (escalation on, no --once): as far as the decision of what runs next allows."""
         runs = 1
         while True:
             state, status, reason = run_attempt(self, attempt, state)
             if status in ("closed", "error", "waiting"):
                 return self.outcome(state, status, runs, reason)
-            if stopped(state):
-                reason = same_failure.stop(self, state)  # the same failure, nowhere to go
-                return self.outcome(state, "exhausted", runs, reason)
-            if not should_retry(state, self.settings):
+            events = self.store.read_events().events
+            budget = BudgetProbe(self, state, events)
+            step = next_step(self.facts(state, events, budget))
+            if step.refusal == "same_failure":
+                same_failure.stop(self, state)  # the tk note; nowhere to go
+                return self.outcome(state, "exhausted", runs, step.reason)
+            if step.refusal in ("retries_exhausted", "no_attempt_allowed"):
                 self._exhausted(state)
                 return self.outcome(state, "exhausted", runs, reason)
             if not self.settings.workflow.escalation.enabled or self.options.once:
                 return self.outcome(state, "blocked", runs, reason)
-            if (refused := refuse_over_budget(self, state)) is not None:
+            if step.refusal == "budget" and budget.check is not None:
+                refused = refused_by_budget(self, state, budget.check)
                 return dataclasses.replace(refused, attempts_run=runs)
-            attempt, state = self._begin(state, "quality_gate")
+            attempt, state = self._begin(state, step.trigger or "quality_gate")
             runs += 1
 
     def _exhausted(self, state: RetryState) -> None:
@@ -209,15 +218,6 @@ class TicketRun:
 
     # -- attempt boundaries -------------------------------------------------------------------
 
-    def next_trigger(self, state: RetryState | None) -> str:
-        """The trigger of the next new attempt (read-only; `run --plan` asks it too)."""
-        cur = state.current if state else None
-        if state is None or cur is None or cur.status == "closed":
-            return "initial"
-        if self._auto_retry_due(state):
-            return "quality_gate"  # the crashed run was about to start it itself
-        return self.options.retry_trigger
-
     def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
         """What the next new attempt would run with (read-only; `run --plan` shows it)."""
         number = state.next_attempt_number if state else 1
@@ -229,7 +229,8 @@ class TicketRun:
         facts = AttemptFacts(
             self.ticket_id,
             attempt=number,
-            retries_left=1,  # checked by should_retry just before; the guard re-checks it
+            # the machine's `start`/`retry` guard checks it again (the next step allowed it)
+            retries_left=retries_left(state, self.settings),
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
         )
         fail_on = list(self.settings.workflow.failOn)
@@ -283,16 +284,10 @@ class TicketRun:
             self.edit_ticket(lambda text: tickets.with_field(text, "status", "in_progress"))
             self.ticket = tickets.read(self.root, self.ticket_id)
 
-    def _close_note(self, number: int, started: str) -> str:
-        return f"tf-fsm: closed attempt {number} (started {started})"
-
-    def closed_in_tk(self, number: int, started: str) -> bool:
-        return self._close_note(number, started) in self.ticket.body
-
     def close_tk(self, number: int, started: str, reason: str) -> None:
         """`status: closed` and a note, as `tk close` and `tk add-note` write them. The note
         names the attempt, so a ticket reopened later by a person is told apart."""
-        note = f"{self._close_note(number, started)}: quality gate passed; {reason}"
+        note = f"{close_note(number, started)}: quality gate passed; {reason}"
         note += f". Artifacts: {self.store.dir}"
         self.edit_ticket(
             lambda text: tickets.with_note(
@@ -312,34 +307,18 @@ class TicketRun:
             models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
         )
 
-    def _auto_retry_due(self, state: RetryState) -> bool:
-        """Did the run that blocked the current attempt mean to retry at once?"""
-        cur = state.current
-        if cur is None or cur.status != "blocked":
-            return False
-        blocked = [
-            e
-            for e in self.store.read_events().events
-            if isinstance(e, ev.TicketBlocked) and e.attempt == cur.attemptNumber
-        ]
-        return bool(blocked) and blocked[-1].autoRetry
-
     def write_chain_context(self, attempt: AttemptContext) -> None:
         data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
         self.store.write_artifact("chain-context.json", json_text(data))
 
     def _resume(
-        self, state: RetryState, events: list[ev.Event]
+        self, state: RetryState, events: list[ev.Event], point: ResumePoint
     ) -> tuple[AttemptContext, RetryState]:
         cur = state.current
         if cur is None:
             raise ValueError("nothing to resume")
-        point = self.resume_target(cur.attemptNumber, events)
-        phase = point.phase
-        attempt = self.attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
-        attempt.facts.resume_phase = phase
+        attempt = self.resumed_attempt(cur.attemptNumber, cur.trigger, cur.tier, point)
         attempt.resumed_from = cur.status
-        attempt.finished = point.finished and phase == "close"
         state = self.save(reopen_attempt(state, self.now()))
         started = any(
             isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
@@ -349,15 +328,22 @@ class TicketRun:
         # The attempt may have died before these were written; they are cheap to write again.
         self.write_chain_context(attempt)
         self._mark_in_progress()
+        phase = point.phase
         self.event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
         self.observer.note(
             self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
         )
         return attempt, state
 
-    def resume_target(self, attempt: int, events: list[ev.Event]) -> ResumePoint:
-        """The first phase of `attempt` that is not complete, and why (read-only)."""
-        return resume_point(attempt, events, self.store.seen, gate_decided(self.store))
+    def resumed_attempt(
+        self, number: int, trigger: str, tier: int | None, point: ResumePoint
+    ) -> AttemptContext:
+        """The open attempt `number` as it resumes at `point` (read-only; `run --plan` shows
+        it)."""
+        attempt = self.attempt_from_context(number, trigger, tier)
+        attempt.facts.resume_phase = point.phase
+        attempt.finished = point.finished and point.phase == "close"
+        return attempt
 
     def attempt_from_context(
         self, number: int, trigger: str, tier: int | None = None
@@ -373,8 +359,6 @@ class TicketRun:
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
         saved = context.load_saved(self.store.chain_context_path)
         return context.restore(saved, fresh, self.store.chain_context_path, self.store.redactor)
-
-    # -- one attempt ------------------------------------------------------------------------
 
 
 def run_ticket(

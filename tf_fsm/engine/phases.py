@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm._json_input import load_json
+from tf_fsm.core import gate
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import (
     PHASE_ARTIFACT,
@@ -16,7 +17,7 @@ from tf_fsm.core.artifacts import (
     invocations,
     roles,
 )
-from tf_fsm.core.detection import blocking_counts, parse_review, uncountable_review
+from tf_fsm.core.detection import blocking_counts, parse_review
 from tf_fsm.core.reports import (
     merge_reviews,
     render_close_summary,
@@ -27,17 +28,14 @@ from tf_fsm.core.state import SEVERITIES
 from tf_fsm.engine.attempt_gates import check_before_attempt, run_attempt_gates
 from tf_fsm.engine.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.engine.gates import gate_rows
+from tf_fsm.engine.invocation import invoke, prepared
 from tf_fsm.engine.prompts import template_for
 from tf_fsm.errors import CorruptStateError
-from tf_fsm.executors import Invocation, OutputMark
-from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
 from tf_fsm.fs.atomic import json_text
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
 
-#: what a phase returns instead of a failure when a hand-off artifact has not arrived yet
-WAITING = "waiting"
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -115,105 +113,18 @@ class PhaseRunner:
         prompt: str | None = None,
         label: str | None = None,
     ) -> str | None:
-        """Run one agent invocation; `prompt` is given when it carries gate feedback."""
-        run, n = self.run_, self.attempt.number
-        chosen = self.attempt.resolution.roles[role]
-        output = self.store.dir / artifact
-        if prompt is None:  # rendered when the attempt began (check_templates), or now
+        """Run one agent invocation (tf_fsm.engine.invocation); `prompt` is given when it
+        carries gate feedback, else it was rendered when the attempt began, or is now."""
+        if prompt is None:
             prompt = self.attempt.prompts.get((phase, role, artifact))
         if prompt is None:
             prompt = self.render(phase, role, artifact)
-        prompt = run.store.redactor(prompt)
-        label = label or f"{phase}-{role}"
-        # Unchanged prompts are not rewritten: a hand-off artifact must stay newer than its prompt.
-        prompt_file = run.store.write_artifact(
-            f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True, sync_dir=False
-        )
-        log_name = f"logs/attempt-{n}/{label}.log"
-        invocation = Invocation(
-            ticket_id=run.ticket_id,
-            phase=phase,
-            role=role,
-            model=chosen.model,
-            thinking=chosen.thinking,
-            attempt=n,
-            root=run.root,
-            artifact_dir=self.store.dir,
-            output=output,
-            prompt=prompt,
-            prompt_file=prompt_file,
-            chain_context=self.store.chain_context_path,
-            log_file=self.store.dir / log_name,
-            timeout=run.settings.settings.executor.timeoutSeconds,
-        )
-        conf = run.settings.settings.executor
-        restarts = 0
-        while True:
-            mark = OutputMark.of(output)
-            run.observer.phase_started(run.ticket_id, n, phase, role, chosen.model)
-            result = run.executor.invoke(invocation)
-            if result.waiting:
-                run.store.write_artifact(log_name, result.log, sync_dir=False)
-                run.event(
-                    ev.PhaseWaiting, n, phase=phase, role=role, output=str(output),
-                    promptFile=str(prompt_file),
-                )  # fmt: skip
-                self.waiting = f"{phase} ({role}) waits for {output} (prompt: {prompt_file})"
-                run.observer.note(run.ticket_id, f"attempt {n} {phase}: waiting for {output.name}")
-                return WAITING
-            failure, failure_class = result.failure, result.failure_class
-            if result.ok and not result.accepted_existing and not mark.written_since(output):
-                failure = f"the agent exited 0 but did not write its output {artifact}"
-                failure_class = NO_OUTPUT
-            # read once, after the written check (a redaction rewrite would look like a write)
-            written = run.store.redact_agent_file(output)  # the agent's file holds no secret
-            if failure is None and phase in ("review", "verify"):
-                failure = uncountable_review(written[1] if written else "", artifact)
-                failure_class = UNCOUNTABLE if failure else None
-            if failure is not None and failure_class is None:
-                failure_class = CRASH  # an executor that does not classify: a failed process
-            ok = failure is None
-            restart = failure_class in TRANSIENT and restarts < conf.maxRestarts
-            # A try that is restarted keeps its log apart, as the evidence for the restart.
-            name = log_name.replace(".log", f".try-{restarts + 1}.log") if restart else log_name
-            log_path = run.store.write_artifact(name, result.log, sync_dir=False)  # for people
-            run.observer.phase_finished(run.ticket_id, n, phase, role, ok)
-            sha = written[0] if written else None
-            run.event(
-                ev.InvocationFinished, n, flush=False, phase=phase, role=role, model=chosen.model,
-                artifact=artifact, sha256=sha, ok=ok, durationMs=round(result.duration * 1000),
-                usage=result.usage.to_json() if result.usage else None,
-                failureClass=failure_class,
-            )  # fmt: skip
-            if ok:
-                return None
-            if restart:
-                restarts += 1
-                delay = backoff_delay(restarts, conf.restartBackoffSeconds)
-                run.event(
-                    ev.InvocationRestarted, n, phase=phase, role=role,
-                    failureClass=failure_class, attemptNo=restarts, delay=round(delay, 3),
-                    failure=str(failure),
-                )  # fmt: skip
-                run.observer.note(
-                    run.ticket_id,
-                    f"attempt {n} {phase} ({role}): {failure_class}: {failure}; restart "
-                    f"{restarts}/{conf.maxRestarts} in {delay:.1f}s",
-                )
-                run.sleep(delay)
-                continue
-            break
-        tries = f" ({restarts} restarts)" if restarts else ""
-        message = (
-            f"{phase} ({role}, {chosen.model}) failed{tries} [{failure_class}]: {failure}; "
-            f"log: {log_path}"
-        )
-        run.event(
-            ev.PhaseFailed, n, phase=phase, role=role, failure=failure,
-            exitCode=result.exit_code, stderrTail=result.stderr_tail, log=str(log_path),
-            failureClass=failure_class,
-        )  # fmt: skip
-        return message
+        run, label = self.run_, label or f"{phase}-{role}"
+        call = prepared(run, self.attempt, phase, role, artifact, prompt, label)
+        return invoke(run, self.attempt, call, self._waiting)
+
+    def _waiting(self, what: str) -> None:
+        self.waiting = what
 
     def _context(
         self, phase: str, role: str, output: Path, gate_feedback: str | None = None
@@ -299,17 +210,8 @@ class PhaseRunner:
             fixed = self._counts_from("fixes.md")
             post = {s: max(0, self.pre_counts.get(s, 0) - fixed.get(s, 0)) for s in SEVERITIES}
         self.post_counts = post
-        blocking = blocking_counts(post, self.fail_on)
-        listed = ", ".join(self.fail_on) or "none"
-        if not self.wf.enableQualityGate:
-            passed, reason = True, "workflow.enableQualityGate is false: nothing blocks"
-        elif blocking:
-            passed = False
-            items = ", ".join(f"{s}: {c}" for s, c in blocking.items())
-            reason = f"post-fix counts {items} (failOn: {listed})"
-        else:
-            passed = True
-            reason = f"no failOn severity remains after the fix (failOn: {listed})"
+        decision = gate.decide(post, self.fail_on, enabled=self.wf.enableQualityGate)
+        passed, reason = not decision.blocked, decision.reason
         self.run_.event(
             ev.GateEvaluated,
             self.attempt.number,
@@ -330,12 +232,9 @@ class PhaseRunner:
             return gates.failure
         if gates is not None and gates.blocking is not None:  # never with the gate disabled
             blocker = gates.blocking
-            why = (
-                f"quality gate {blocker.name} failed ({blocker.summary}) after "
-                f"{gates.retries[blocker.name]} fix retries"
-            )
-            reason = why if passed else f"{reason}; {why}"
-            passed = False
+            why = gate.command_failed(blocker.name, blocker.summary, gates.retries[blocker.name])
+            decision = gate.with_command(decision, why)
+            passed, reason = False, decision.reason
         self.attempt.facts.gate_passed = passed
         self.gate_reason = reason
         self.gate_rows = gate_rows(gates, self.store.redactor) if gates else []

@@ -11,6 +11,7 @@ from tf_fsm._json_input import load_json
 from tf_fsm.core import journal as ev
 from tf_fsm.core.detection import extract_findings
 from tf_fsm.core.escalation import detect_same_failure, next_tier, should_retry
+from tf_fsm.core.next_step import SAME_FAILURE, same_failure_pair, stop_reason
 from tf_fsm.core.signature import FailureSignature, failure_signature
 from tf_fsm.core.state import RetryState, update_current
 from tf_fsm.tk import tickets
@@ -18,7 +19,6 @@ from tf_fsm.tk import tickets
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
 
-STOP_REASON = "same-failure"
 HUMAN_NOTE = "needs a human: the same failure twice at the top tier"
 
 
@@ -64,7 +64,7 @@ def after_blocked(
     record = {"previousAttempt": decision.previous, "action": decision.action, "nextTier": tier}
     state = update_current(state, sameFailure=record)
     if stop:
-        state = state.model_copy(update={"stopReason": STOP_REASON, "status": "blocked"})
+        state = state.model_copy(update={"stopReason": SAME_FAILURE, "status": "blocked"})
     run.event(
         ev.SameFailureDetected,
         decision.attempt,
@@ -80,28 +80,10 @@ def after_blocked(
     return state
 
 
-def _pair(state: RetryState) -> str:
-    cur = state.current
-    info = (cur.sameFailure if cur else None) or {}
-    number = cur.attemptNumber if cur else "?"
-    signature = cur.failureSignature if cur else "?"
-    return (
-        f"attempts {info.get('previousAttempt', '?')} and {number} failed the same way "
-        f"(signature {signature})"
-    )
-
-
-def stop_reason(state: RetryState, ticket_id: str) -> str:
-    return (
-        f"{STOP_REASON}: {_pair(state)}; needs a human; "
-        f"`tf-fsm run {ticket_id} --retry-reset` starts over"
-    )
-
-
 def stop(run: RunContext, state: RetryState) -> str:
     """The run ends on a same-failure stop: a tk note for a person, and the reason."""
     mode = run.settings.workflow.escalation.sameFailure
     what = HUMAN_NOTE if mode == "skip-tier" else "needs a human: the same failure twice in a row"
-    note = f"tf-fsm: {what}: {_pair(state)}; see {run.store.dir / 'close-summary.md'}"
+    note = f"tf-fsm: {what}: {same_failure_pair(state)}; see {run.store.dir / 'close-summary.md'}"
     run.edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
     return stop_reason(state, run.ticket_id)

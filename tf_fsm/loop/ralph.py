@@ -18,13 +18,16 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from tf_fsm._json_input import load_json
-from tf_fsm.core.escalation import resolve, should_retry, stopped
-from tf_fsm.engine.accounting import budget_reason, over_budget
+from tf_fsm.core.escalation import resolve
+from tf_fsm.core.next_step import Facts, next_step
+from tf_fsm.core.resume import gate_decided
+from tf_fsm.engine.accounting import unpriced_refusal
 from tf_fsm.errors import (
     EXIT_INTERRUPTED,
     EXIT_LOCKED,
@@ -55,6 +58,7 @@ from tf_fsm.process.strays import end_orphans, process_mark
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.store import ticket_stores
 from tf_fsm.tk import selection, tickets
+from tf_fsm.views.status import readable_journal
 
 RALPH_DIR = Path(".tf/ralph")
 
@@ -114,32 +118,35 @@ class Loop:
         return [r for r in ready if r.id not in self.running]
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
-        """Run it, or why not. Reads only this ticket's files."""
+        """Run it, or why not; reads only this ticket's files. The decision of what runs next
+        (tf_fsm.core.next_step) as the loop's worker (`run --ralph`) meets it, the ticket file
+        parsed first as `run` does, and the loop's own policy on top."""
         if rec.id in self.no_rerun:
             return Skip(self.no_rerun[rec.id])
         if rec.path.stem != rec.id:
             return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
         try:
             store = self.store(rec.id)
+            ticket = tickets.read(self.root, rec.id)
+            state = store.load_retry_state() if store.retry_state_path.exists() else None
+            journal = cache(lambda: readable_journal(store))  # a bad line: run names it
+            step = next_step(Facts(
+                rec.id, state, self.settings, tk_file=lambda: ticket, journal=journal,
+                look=store.seen, gate_decided=lambda: gate_decided(store),
+                budget_refusal=lambda: unpriced_refusal(self.settings, state, journal),
+                retry_trigger="ralph_retry",
+            ))  # fmt: skip
         except InvalidTicketIdError as exc:
             return Skip(str(exc))
-        try:
-            state = store.load_retry_state() if store.retry_state_path.exists() else None
         except CorruptStateError as exc:
-            return Skip(f"corrupt {store.retry_state_path.name}: {exc.problem}")
+            return Skip(f"corrupt {exc.path.name}: {exc.problem}")
+        except TicketError as exc:
+            return Skip(f"malformed ticket file: {exc}")
+        if step.refused:
+            return Skip(step.reason)
         cur = state.current if state else None
-        has_open = state is not None and state.has_open_attempt
-        if not has_open and not should_retry(state, self.settings):
-            if state is not None and stopped(state):
-                from tf_fsm.engine.same_failure import stop_reason
-
-                return Skip(stop_reason(state, rec.id))
-            return Skip(f"max retries ({self.settings.max_retries}) exceeded")
-        if not has_open and self.settings.workflow.escalation.maxCostUsd is not None:
-            spent = over_budget(store.read_events().events, self.settings)
-            if spent is not None:  # each run would be refused at once: do not spend iterations
-                return Skip(budget_reason(*spent))
-        if cur is not None and cur.status == "error":
+        from_error = step.action == "resume" and cur is not None and cur.status == "error"
+        if from_error and cur is not None:
             if not self.options.resume_errors:
                 return Skip(
                     f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
@@ -147,24 +154,15 @@ class Loop:
                 )
             if rec.id in self.resumed:
                 return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
-        holder = lock_holder(store)
-        if holder:
+        if holder := lock_holder(store):
             return Skip(locked_reason(store, holder))
-        try:
-            tickets.read(self.root, rec.id)  # the parse `run` will do; a bad file is skipped
-        except TicketError as exc:
-            return Skip(f"malformed ticket file: {exc}")
-        if has_open and cur is not None:
-            number, trigger = cur.attemptNumber, "resume"
-        else:
-            number = state.next_attempt_number if state else 1
-            first = cur is None or cur.status == "closed"
-            trigger = "initial" if first else "ralph_retry"
+        number = step.attempt or 1
+        # no new attempt when it resumes or only closes the tk file: that is its trigger
+        trigger = step.action if step.action in ("resume", "close_tk") else step.trigger
         resolution = resolve(number, self.settings)
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         comps = selection.components(rec, self.ralph.componentTagPrefix)
-        from_error = cur is not None and cur.status == "error"
-        return Plan(rec.id, rec.title, number, trigger, escalated, comps, from_error)
+        return Plan(rec.id, rec.title, number, str(trigger), escalated, comps, from_error)
 
     def skip(self, ticket: str, reason: str) -> None:
         self.result.skipped[ticket] = reason

@@ -25,7 +25,7 @@ class Plan:
     ticket: str
     title: str
     attempt: int
-    trigger: str  # initial | ralph_retry | resume
+    trigger: str  # initial | ralph_retry | quality_gate | resume | close_tk
     escalated: dict[str, str]  # role -> model, for the roles escalated on that attempt
     components: frozenset[str]
     from_error: bool = False  # resumes an attempt that ended in error

@@ -7,24 +7,26 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tf_fsm.core.artifacts import agent_artifact
-from tf_fsm.core.escalation import (
-    NO_ATTEMPT_ALLOWED,
-    detect_same_failure,
-    phase_plan,
-    resolve,
-    should_retry,
-    stopped,
-)
-from tf_fsm.core.journal import JournalRead, RetryStateReset, timestamp
+from tf_fsm.core.escalation import detect_same_failure, phase_plan, resolve
+from tf_fsm.core.journal import RetryStateReset, timestamp
 from tf_fsm.core.machine import PHASES, AttemptFacts
+from tf_fsm.core.next_step import next_step as decide
 from tf_fsm.core.state import RetryState
-from tf_fsm.engine.accounting import BudgetCheck, budget_check, ticket_usage
+from tf_fsm.engine.accounting import BudgetCheck, BudgetProbe, ticket_usage
 from tf_fsm.engine.context import AttemptContext
 from tf_fsm.engine.orchestrator import RunOptions, TicketRun
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary, template_for
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.storage.store import TicketStore
+
+#: the plan's `action` for each decision (a repaired tk close is reported as already closed)
+ACTIONS = {
+    "already_closed": "already_closed",
+    "close_tk": "already_closed",
+    "resume": "resume",
+    "exhausted": "exhausted",
+    "new_attempt": "new_attempt",
+}
 
 
 class Step(NamedTuple):
@@ -34,78 +36,62 @@ class Step(NamedTuple):
     budget: BudgetCheck | None = None  # checked when a new attempt would start
 
 
-def next_step(run: TicketRun) -> Step:
-    """What `run` would do next. Mirrors TicketRun._drive, read-only."""
-    state = run.store.load_retry_state()
+class Reset(NamedTuple):
+    """What `run --retry-reset` would do first: `report` for the plan, and the journal's
+    `RetryStateReset` it would write (the budget counts from it); no marker when there is no
+    retry-state.json to move aside."""
+
+    report: dict[str, Any]
+    marker: RetryStateReset | None
+
+
+def next_step(run: TicketRun, reset: Reset | None = None) -> Step:
+    """What `run` would do next (tf_fsm.core.next_step decides it, as for `run` itself),
+    read-only; with `reset`, as the ticket would be after `--retry-reset`."""
+    events = run.store.read_events().events
+    state = None  # after a reset, as `run` would meet it: the file (even a corrupt one) is gone
+    if reset is not None and reset.marker is not None:
+        events = [*events, reset.marker]
+    else:
+        state = run.store.load_retry_state()
+    budget = BudgetProbe(run, state, events)
+    step = decide(run.facts(state, events, budget))
     cur = state.current if state else None
-    if state is not None and cur is not None and cur.status == "closed":
-        if run.ticket.status == "closed":
-            return Step("already_closed", None, "the ticket is already closed")
-        if not run.closed_in_tk(cur.attemptNumber, cur.startedAt):
-            why = "retry-state.json records the close; run would only close the tk ticket"
-            return Step("already_closed", None, why)
-    if state is not None and cur is not None and state.has_open_attempt:
-        attempt = run.attempt_from_context(cur.attemptNumber, cur.trigger, cur.tier)
-        point = run.resume_target(cur.attemptNumber, run.store.read_events().events)
-        attempt.facts.resume_phase = point.phase
-        attempt.finished = point.finished and point.phase == "close"
-        where = f"resumes at {point.phase} ({point.reason})"
-        why = f"attempt {cur.attemptNumber} is {cur.status}: {where}"
-        return Step("resume", attempt, why)
-    if stopped(state) and state is not None:
-        from tf_fsm.engine.same_failure import stop_reason
-
-        return Step("exhausted", None, stop_reason(state, run.ticket_id))
-    if state is None and run.settings.max_retries == 0:
-        return Step("exhausted", None, NO_ATTEMPT_ALLOWED)
-    if state is not None and not should_retry(state, run.settings):
-        return Step("exhausted", None, f"max retries ({run.settings.max_retries}) exceeded")
-    check = budget_check(run, state)  # what run checks before a new attempt, as it does
-    if check is not None and check.refusal is not None:
-        return Step("exhausted", None, check.refusal, check)
-    trigger = run.next_trigger(state)
-    why = "first attempt" if trigger == "initial" else f"retry after a blocked attempt ({trigger})"
-    return Step("new_attempt", run.new_attempt_context(state, trigger), why, check)
+    if step.action == "resume" and cur is not None and step.resume is not None:
+        point = step.resume
+        attempt = run.resumed_attempt(cur.attemptNumber, cur.trigger, cur.tier, point)
+        where = f"resumes at {point.phase} ({step.reason})"
+        return Step("resume", attempt, f"attempt {cur.attemptNumber} is {cur.status}: {where}")
+    if step.action == "new_attempt":
+        attempt = run.new_attempt_context(state, step.trigger or "initial")
+        return Step("new_attempt", attempt, step.reason, budget.check)
+    return Step(ACTIONS[step.action], None, step.reason, budget.check)
 
 
-class _AfterReset(TicketStore):
-    """The ticket's files as `run --retry-reset` leaves them, read-only: no retry state, and a
-    RetryStateReset at the end of the journal (the budget counts from it)."""
-
-    def __init__(self, store: TicketStore, backup: str, ts: str) -> None:
-        super().__init__(store.knowledge_dir, store.ticket_id, store.redactor)
-        self.reset_event = RetryStateReset(ts=ts, ticket=store.ticket_id, backup=backup)
-
-    def load_retry_state(self) -> RetryState | None:
-        return None
-
-    def read_events(self) -> JournalRead:
-        read = super().read_events()
-        return JournalRead([*read.events, self.reset_event], read.torn_tail)
-
-
-def _plan_reset(run: TicketRun) -> dict[str, Any]:
+def _plan_reset(run: TicketRun) -> Reset:
     """`--retry-reset` in a plan: which backup `run --retry-reset` would move retry-state.json
-    to (its name carries the time of the run), and the run seen as it would be after it."""
+    to (its name carries the time of the run), and the reset it would journal."""
     path = run.store.retry_state_path
     if not path.is_file():
-        return {"backup": None, "why": "no retry-state.json: nothing to move aside"}
+        return Reset({"backup": None, "why": "no retry-state.json: nothing to move aside"}, None)
     now = run.now()
     backup = run.store.retry_backup_path(now).name
-    run.store = _AfterReset(run.store, backup, timestamp(now))
+    marker = RetryStateReset(ts=timestamp(now), ticket=run.ticket_id, backup=backup)
     why = f"retry-state.json would be moved aside to {backup} (named for the run's time)"
-    return {"backup": backup, "why": why}
+    return Reset({"backup": backup, "why": why}, marker)
 
 
 def plan(run: TicketRun) -> dict[str, Any]:
     """What `run` would do. With `--retry-reset`, as it would be after the reset (the backup
-    is named, nothing is moved): `run` here is only for planning, its store is replaced."""
+    is named, nothing is moved)."""
     reset = _plan_reset(run) if run.options.retry_reset else None
-    action, attempt, why, check = next_step(run)
+    action, attempt, why, check = next_step(run, reset)
     out: dict[str, Any] = {"ticket": run.ticket_id, "action": action, "why": why}
     if reset is not None:
-        out["retryReset"] = reset
-    repeat = detect_same_failure(run.store.load_retry_state(), run.settings)
+        out["retryReset"] = reset.report
+    reset_away = reset is not None and reset.marker is not None
+    state = None if reset_away else run.store.load_retry_state()
+    repeat = detect_same_failure(state, run.settings)
     if repeat is not None:  # what the short-circuit decided after the last attempt
         out["sameFailure"] = {
             "attempts": [repeat.previous, repeat.attempt],
@@ -113,21 +99,45 @@ def plan(run: TicketRun) -> dict[str, Any]:
             "action": repeat.action,
             "reason": repeat.reason,
         }
-    budget = run.settings.workflow.escalation.maxCostUsd
-    if budget is not None:
-        if check is None:  # no attempt would start: nothing to forecast
-            usage = ticket_usage(run.store.read_events().events)
-            check = BudgetCheck(usage.cost_usd if usage else 0.0, budget, 0.0, None)
-        need = check.need
-        out["budget"] = {
-            "maxCostUsd": budget,
-            "spentUsd": round(check.spent, 6),
-            # the most the next attempt may cost, from the executor's prices; null: unknown
-            "nextAttemptUpToUsd": round(need, 6) if need else None,
-        }
+    if (budget := _budget(run, check, reset_away)) is not None:
+        out["budget"] = budget
     if attempt is None:
         return out
     runner = PhaseRunner(run, attempt)
+    phases = _phases(run, runner, attempt)
+    out.update(
+        attempt=attempt.number,
+        trigger=attempt.trigger,
+        tier=attempt.resolution.tier,
+        escalatedRoles=attempt.resolution.escalated_roles,
+        priorFailure=attempt.prior_failure is not None,
+        phases=phases,
+    )
+    if any(p["phase"] == "verify" and p["runs"] for p in phases):
+        out.update(gate_plan(runner))
+    return out
+
+
+def _budget(run: TicketRun, check: BudgetCheck | None, reset_away: bool) -> dict[str, Any] | None:
+    """The ticket's budget (None when none is set): spent, and what the next attempt may cost."""
+    budget = run.settings.workflow.escalation.maxCostUsd
+    if budget is None:
+        return None
+    if check is None:  # no attempt would start: nothing to forecast
+        usage = None if reset_away else ticket_usage(run.store.read_events().events)
+        check = BudgetCheck(usage.cost_usd if usage else 0.0, budget, 0.0, None)
+    need = check.need
+    return {
+        "maxCostUsd": budget,
+        "spentUsd": round(check.spent, 6),
+        # the most the next attempt may cost, from the executor's prices; null: unknown
+        "nextAttemptUpToUsd": round(need, 6) if need else None,
+    }
+
+
+def _phases(run: TicketRun, runner: PhaseRunner, attempt: AttemptContext) -> list[dict[str, Any]]:
+    """The attempt's phases from where it starts: whether each runs, why, and its invocations
+    with their models, templates and prompt sizes."""
     planned = {(p, r): a for p, r, a in runner.invocations()}
     phases = []
     start = PHASES.index(attempt.facts.resume_phase) if attempt.facts.resume_phase else 0
@@ -156,17 +166,7 @@ def plan(run: TicketRun) -> dict[str, Any]:
                 }
             )
         phases.append({"phase": phase, "runs": runs, "reason": reason, "invocations": calls})
-    out.update(
-        attempt=attempt.number,
-        trigger=attempt.trigger,
-        tier=attempt.resolution.tier,
-        escalatedRoles=attempt.resolution.escalated_roles,
-        priorFailure=attempt.prior_failure is not None,
-        phases=phases,
-    )
-    if any(p["phase"] == "verify" and p["runs"] for p in phases):
-        out.update(gate_plan(runner))
-    return out
+    return phases
 
 
 def gate_plan(runner: PhaseRunner) -> dict[str, Any]:

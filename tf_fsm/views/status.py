@@ -13,7 +13,10 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 # redaction regex) and the detection regexes cost more start-up than the whole command may
 # take (benchmarks/bench_startup.py).
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tf_fsm.core.journal import Event
+    from tf_fsm.core.next_step import TkFile
     from tf_fsm.core.state import RetryState
     from tf_fsm.storage.store import TicketStore
     from tf_fsm.tk.backlog import TkRecord
@@ -114,16 +117,10 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     )
     if cur is not None and cur.status == "closed":
         failure = None
-    events = _events(store)
+    events = readable_journal(store)
     spend = cost_summary(events, state, settings)
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
-    upcoming = next_step(store, state, settings)
-    if upcoming.startswith("attempt "):
-        # the loop's own test, which run refuses too; a price forecast needs the executor
-        from tf_fsm.engine.accounting import budget_reason, over_budget
-
-        if (over := over_budget(events, settings)) is not None:
-            upcoming = f"{NOTHING}{budget_reason(*over)}"
+    upcoming = next_step(store, state, settings, root, events)
     return {
         "ticket": ticket_id,
         "next": upcoming,
@@ -192,51 +189,86 @@ def cost_summary(
     }
 
 
-def _events(store: TicketStore) -> list[Event]:
+def readable_journal(store: TicketStore) -> list[Event]:
+    """The ticket's journal, or nothing when a line of it cannot be trusted: what reads it
+    for a report goes on, and `run` names the bad line (with its remedy) when it starts."""
     from tf_fsm.errors import CorruptStateError
 
     try:
         return store.read_events().events
-    except CorruptStateError:  # status still reports the rest; `run` names the bad line
+    except CorruptStateError:
         return []
 
 
-def next_step(store: TicketStore, state: RetryState | None, settings: LoadedSettings) -> str:
-    """What `tf-fsm run` would do next, and why, in one line (read-only)."""
-    from tf_fsm.core.escalation import NO_ATTEMPT_ALLOWED, next_tier, should_retry, stopped
-    from tf_fsm.core.resume import gate_decided, resume_point
+def next_step(
+    store: TicketStore,
+    state: RetryState | None,
+    settings: LoadedSettings,
+    root: Path | None = None,
+    events: Sequence[Event] | None = None,
+) -> str:
+    """What `tf-fsm run` would do next, and why, in one line (read-only; the decision is
+    tf_fsm.core.next_step's). `root`: the project, whose tk file tells a closed ticket from one
+    whose close the tk file missed or a person reopened (without it: closed). `events`: the
+    journal as status read it (a bad line left out) for the budget and the trigger; a resume
+    point is read as `run` reads it."""
+    from tf_fsm.core.next_step import Facts
+    from tf_fsm.core.next_step import next_step as decide
+    from tf_fsm.core.resume import gate_decided
+    from tf_fsm.engine.accounting import unpriced_refusal
+
+    def journal() -> Sequence[Event]:
+        if state is not None and state.has_open_attempt:
+            return store.read_events().events  # as `run` reads it: a bad line is an error
+        return events if events is not None else readable_journal(store)
+
+    facts = Facts(
+        store.ticket_id, state, settings, tk_file=lambda: _tk_file(root, store.ticket_id),
+        journal=journal, look=store.seen, gate_decided=lambda: gate_decided(store),
+        budget_refusal=lambda: unpriced_refusal(settings, state, journal),
+    )  # fmt: skip
+    step = decide(facts)
+    if step.refused:
+        return f"{NOTHING}{step.reason}"
+    if step.action == "resume" and step.resume is not None:
+        return f"resume attempt {step.attempt} at {step.resume.phase}: {step.reason}"
+    if step.action == "close_tk":
+        return step.reason
+    return f"attempt {step.attempt} ({_trigger_words(step.trigger, state, settings)})"
+
+
+def _trigger_words(trigger: str | None, state: RetryState | None, settings: LoadedSettings) -> str:
+    """A new attempt's trigger: a retry's as `run` and as the backlog loop record it, and the
+    tier the same-failure short-circuit skipped to."""
+    from tf_fsm.core.escalation import next_tier
 
     cur = state.current if state else None
-    if (state is None or cur is None) and settings.max_retries == 0:
-        return f"{NOTHING}{NO_ATTEMPT_ALLOWED}"
-    if state is None or cur is None:
-        return "attempt 1 (initial)"
-    if state.has_open_attempt:
-        events = store.read_events().events
-        point = resume_point(cur.attemptNumber, events, store.seen, gate_decided(store))
-        return f"resume attempt {cur.attemptNumber} at {point.phase}: {point.reason}"
-    if cur.status == "closed":
-        return f"{NOTHING}closed (a reopened tk ticket starts again at attempt 1)"
-    if stopped(state):
-        info = cur.sameFailure or {}
-        return (
-            f"{NOTHING}same-failure (attempts {info.get('previousAttempt', '?')} and "
-            f"{cur.attemptNumber} failed the same way); needs a human; --retry-reset starts over"
-        )
-    if not should_retry(state, settings):
-        return f"{NOTHING}max retries ({settings.max_retries}) exceeded; --retry-reset starts over"
-    tier = next_tier(state, settings)
+    if state is None or cur is None or trigger == "initial":
+        return str(trigger)
     info = cur.sameFailure or {}
     skipped = (
-        f", tier {tier}: skip-tier after attempts {info.get('previousAttempt')} and "
-        f"{cur.attemptNumber} failed the same way"
+        f", tier {next_tier(state, settings)}: skip-tier after attempts "
+        f"{info.get('previousAttempt')} and {cur.attemptNumber} failed the same way"
         if info.get("action") == "skip-tier"
         else ""
     )
-    return (
-        f"attempt {state.next_attempt_number} (manual_retry; ralph_retry from the backlog "
-        f"loop{skipped})"
-    )
+    if trigger == "manual_retry":  # `run`'s; the loop's workers record their own
+        trigger = "manual_retry; ralph_retry from the backlog loop"
+    return f"{trigger}{skipped}"
+
+
+def _tk_file(root: Path | None, ticket_id: str) -> TkFile:
+    """The tk file as `run` reads it; one that cannot be read (or no project given) counts as
+    closed: there is no tk file to repair or reopen."""
+    from tf_fsm.errors import TicketError
+    from tf_fsm.tk.tickets import Ticket, read
+
+    if root is not None:
+        try:
+            return read(root, ticket_id)
+        except TicketError:
+            pass
+    return Ticket(ticket_id, Path(), {"status": "closed"})
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
@@ -249,6 +281,8 @@ def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
         close_summary=store.read_artifact("close-summary.md"),
         post_fix_verification=store.read_artifact("post-fix-verification.md"),
         review=store.read_artifact("review.md"),
+        gate_enabled=settings.workflow.enableQualityGate,
+        outdated=outdated_reports(store),
     )
     return {
         "ticket": ticket_id,
@@ -260,3 +294,27 @@ def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
         "reason": verdict.reason,
         "notes": list(verdict.notes),
     }
+
+
+#: the reports the gate reads, in the order of the phases that write them
+GATE_REPORTS = ("review.md", "post-fix-verification.md", "close-summary.md")
+
+
+def outdated_reports(store: TicketStore) -> dict[str, str]:
+    """The reports older than the report of an earlier phase (name -> that report): an
+    earlier attempt's, as a resume judges artifacts (tf_fsm.core.resume), not this attempt's
+    decision. Each phase rewrites its report after the phases before it rewrote theirs."""
+    mtimes: dict[str, int] = {}
+    for name in GATE_REPORTS:
+        try:
+            mtimes[name] = store.artifact_path(name).stat().st_mtime_ns
+        except FileNotFoundError:
+            continue
+    out: dict[str, str] = {}
+    for i, name in enumerate(GATE_REPORTS):
+        if name not in mtimes:
+            continue
+        newer = [e for e in GATE_REPORTS[:i] if mtimes.get(e, -1) > mtimes[name]]
+        if newer:
+            out[name] = newer[-1]
+    return out
