@@ -1,9 +1,9 @@
-"""Convergence economics (issue #11): the retry policies on a simulated backlog, through the
-real orchestrator, and issue #11's done-when criteria as PASS/FAIL lines.
+"""Convergence economics: the retry policies on a simulated backlog, through the real
+orchestrator, and the simulator's criteria (tf_fsm.simulate.criteria) as PASS/FAIL lines.
 
     python benchmarks/bench_convergence.py [--tickets 500] [--seed 1] [--jobs 2] [--chart X.svg]
 
-Policies: (a) blind re-runs with the base models, (b) seed 000's tiered curve, (c) the curve
+Policies: (a) blind re-runs with the base models, (b) the tiered curve, (c) the curve
 plus the same-failure short-circuit, (d) the strongest model for every role, (e) the strongest
 model for the escalated roles only; then (c) again under the profile's per-ticket budget.
 """

@@ -16,6 +16,7 @@ SUITE = [
     "bench_selection.py",
     "bench_watch.py",
     "bench_parallel.py",
+    "bench_workspace.py",
     "bench_convergence.py",
 ]
 

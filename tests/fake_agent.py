@@ -13,16 +13,28 @@ findings, no failures):
       "hang":     [{"phase": "review", "attempt": 1, "role": "...", "seconds": 60}],
       "noOutput": [{"phase": "research", "attempt": 1, "role": "..."}],
       "garbage":  [{"phase": "review", "attempt": 1, "role": "...", "text": "Error: ..."}],
-      "edits":    [{"phase": "fix", "file": "work.txt"}],
+      "edits":    [{"phase": "fix", "file": "work.txt"},
+                   {"phase": "implement", "file": "src/{ticket}.py", "text": "X = '{ticket}'",
+                    "mode": "write", "ticket": "pt-2", "attempt": 1}],
+      "pause":    [{"phase": "implement", "seconds": 0.5},
+                   {"phase": "close", "touch": "/tmp/reached-{ticket}", "until": "/tmp/go",
+                    "seconds": 30}],
       "killParent": {"call": 7},
       "background": [{"phase": "review", "setsid": true, "keepOutput": false, "seconds": 300}],
                   (no "phase": in every phase)
       "secret":   "sk-ant-api03-..."
     }
 
-`attempt`, `role` and `times` are optional everywhere. An `edits` rule appends one line (the
-model, attempt and whether the prompt carried quality-gate feedback) to `file`, relative to the
-working directory (the project root), as a real agent's edit of the working tree would.
+`attempt`, `role`, `ticket` and `times` are optional everywhere (absent: any). An `edits` rule
+appends one line to `file`, relative to the working directory (the project root, or the
+ticket's worktree), as a real agent's edit of the working tree would: `text`, else the model,
+attempt and whether the prompt carried quality-gate feedback. `mode` "write" replaces the file
+instead (a file several tickets write conflicts line for line). `{ticket}`, `{attempt}`,
+`{phase}` and `{model}` in `file` and `text` are filled in; missing directories are made. The
+agent never runs git: what it edits is committed by tf_fsm's checkpoints alone.
+A `pause` rule makes the invocation slow: it creates `touch` (if given; its text is the
+working directory), then waits until `until` exists (exit 8 after `seconds`, default 60), or,
+without `until`, sleeps `seconds`; `{ticket}` and `{attempt}` are filled in both paths.
 `killParent` makes the agent's n-th invocation (counted across runs) SIGKILL tf_fsm and itself,
 leaving a half-written temp file behind (crash tests).
 The agent's memory (findings its fixes
@@ -30,7 +42,10 @@ cleared, crash counters) lives in <TF_ARTIFACT_DIR>/fake-agent-state.json, so th
 fixed across attempts and runs. Other environment variables:
 
 * FAKE_AGENT_LOG: every invocation appends one JSON line (ticket, phase, role, model, thinking,
-  attempt, pid) to this file.
+  attempt, pid, cwd, start: its start as seconds since the epoch) to this file.
+* FAKE_AGENT_SPANS: every invocation that ends by itself (not killed) appends one JSON line
+  (ticket, phase, role, attempt, pid, start, end) to this file, so tests can tell which
+  invocations overlapped in time.
 * FAKE_AGENT_CHILD_PID: a hanging invocation appends its child's pid (one line) to this file.
 * FAKE_AGENT_BACKGROUND: a `background` rule starts a process that outlives the agent (in the
   agent's process group, or with `setsid` in a session of its own; holding the agent's stdout
@@ -39,8 +54,9 @@ fixed across attempts and runs. Other environment variables:
 * FAKE_AGENT_CONTEXT_LOG: every invocation appends the chain-context.json it was given (attempt,
   trigger, tier, escalatedRoles, flags) as one JSON line, so tests can check it per attempt.
 
-Exit codes: 0 done; the plan's exitCode for a crash; 9 when tf_fsm broke the contract (missing
-variable, stdin differs from TF_PROMPT_FILE, bad chain-context.json).
+Exit codes: 0 done; the plan's exitCode for a crash; 8 when a `pause` waited for its file in
+vain; 9 when tf_fsm broke the contract (missing variable, stdin differs from TF_PROMPT_FILE, bad
+chain-context.json).
 """
 
 from __future__ import annotations
@@ -70,6 +86,7 @@ REQUIRED_ENV = (
     "TF_ARTIFACT_DIR", "TF_OUTPUT", "TF_PROMPT_FILE", "TF_CHAIN_CONTEXT",
 )  # fmt: skip
 CONTRACT_BROKEN = 9
+PAUSE_TIMED_OUT = 8
 STATE_FILE = "fake-agent-state.json"
 
 
@@ -111,12 +128,47 @@ def agent_state(artifact_dir: Path) -> Iterator[dict[str, Any]]:
         write_atomic(path, json.dumps(state, indent=2, sort_keys=True) + "\n")
 
 
-def matches(rule: dict[str, Any], phase: str, role: str, attempt: int) -> bool:
+def matches(rule: dict[str, Any], phase: str, role: str, attempt: int, ticket: str) -> bool:
     return (
         rule.get("phase") == phase
         and rule.get("attempt", attempt) == attempt
         and rule.get("role", role) == role
+        and rule.get("ticket", ticket) == ticket
     )
+
+
+def filled(template: str, **values: object) -> str:
+    """`template` with `{ticket}`, `{attempt}`, `{phase}`, `{model}` replaced (other braces kept,
+    so file contents may hold any text)."""
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", str(value))
+    return template
+
+
+def edit(rule: dict[str, Any], fields: dict[str, object], default_text: str) -> None:
+    """One `edits` rule: a line appended to its file, or the file written whole."""
+    path = Path(filled(rule["file"], **fields))
+    text = filled(rule["text"], **fields) if "text" in rule else default_text
+    text += "" if text.endswith("\n") else "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w" if rule.get("mode") == "write" else "a", encoding="utf-8") as edited:
+        edited.write(text)
+
+
+def pause(rule: dict[str, Any], fields: dict[str, object]) -> None:
+    """A slow invocation: say it got here (`touch`), then wait for `until`, or sleep."""
+    seconds = float(rule.get("seconds", 60 if "until" in rule else 0))
+    if "touch" in rule:
+        append_line(filled(rule["touch"], **fields), os.getcwd())
+    if "until" not in rule:
+        time.sleep(seconds)
+        return
+    until = Path(filled(rule["until"], **fields))
+    deadline = time.monotonic() + seconds
+    while not until.exists():
+        if time.monotonic() > deadline:
+            fail(f"waited {seconds} s for {until} in vain", PAUSE_TIMED_OUT)
+        time.sleep(0.02)
 
 
 def fixes(finding: dict[str, Any], model: str) -> bool:
@@ -192,7 +244,24 @@ def leave_running(rule: dict[str, Any]) -> None:
         append_line(out, json.dumps(record))
 
 
+def record_span(started: float) -> None:
+    spans = os.environ.get("FAKE_AGENT_SPANS")
+    if spans:
+        keys = {"ticket": "TF_TICKET_ID", "phase": "TF_PHASE", "role": "TF_ROLE"}
+        span = {k: os.environ.get(v, "") for k, v in keys.items()}
+        span |= {"attempt": os.environ.get("TF_ATTEMPT", ""), "pid": os.getpid()}
+        append_line(spans, json.dumps({**span, "start": started, "end": time.time()}))
+
+
 def main() -> int:
+    started = time.time()
+    try:
+        return invoke(started)
+    finally:
+        record_span(started)
+
+
+def invoke(started: float) -> int:
     missing = [name for name in REQUIRED_ENV if name not in os.environ]
     env = {name: os.environ.get(name, "") for name in REQUIRED_ENV}
     log = os.environ.get("FAKE_AGENT_LOG")
@@ -201,7 +270,7 @@ def main() -> int:
             "ticket": env["TF_TICKET_ID"], "phase": env["TF_PHASE"], "role": env["TF_ROLE"],
             "model": env["TF_MODEL"], "thinking": env["TF_THINKING"],
             "attempt": int(env["TF_ATTEMPT"]) if env["TF_ATTEMPT"].isdigit() else env["TF_ATTEMPT"],
-            "pid": os.getpid(),
+            "pid": os.getpid(), "cwd": os.getcwd(), "start": started,
         }  # fmt: skip
         append_line(log, json.dumps(call, sort_keys=True))
     if missing:
@@ -252,12 +321,17 @@ def main() -> int:
     if secret:
         print(f"fake agent: using API key {secret}", file=sys.stderr, flush=True)
 
+    fields = {"ticket": ticket, "attempt": attempt, "phase": phase, "model": model}
     for rule in plan.get("background", []):
-        if matches({"phase": phase, **rule}, phase, role, attempt):  # no phase: every phase
+        if matches({"phase": phase, **rule}, phase, role, attempt, ticket):  # no phase: every
             leave_running(rule)
 
+    for rule in plan.get("pause", []):
+        if matches(rule, phase, role, attempt, ticket):
+            pause(rule, fields)
+
     for rule in plan.get("hang", []):
-        if matches(rule, phase, role, attempt):
+        if matches(rule, phase, role, attempt, ticket):
             seconds = float(rule.get("seconds", 60))
             child = subprocess.Popen(
                 [sys.executable, "-c", f"import time; time.sleep({seconds!r})"]
@@ -269,7 +343,7 @@ def main() -> int:
             child.wait()
 
     for index, rule in enumerate(plan.get("crash", [])):
-        if not matches(rule, phase, role, attempt):
+        if not matches(rule, phase, role, attempt, ticket):
             continue
         with agent_state(artifact_dir) as state:
             seen = state["crashCounts"].get(str(index), 0)
@@ -278,7 +352,7 @@ def main() -> int:
             print(rule.get("stderr", "fake agent crashed"), file=sys.stderr, flush=True)
             return int(rule.get("exitCode", 3))
 
-    if any(matches(rule, phase, role, attempt) for rule in plan.get("noOutput", [])):
+    if any(matches(rule, phase, role, attempt, ticket) for rule in plan.get("noOutput", [])):
         print("fake agent: exiting without writing TF_OUTPUT", file=sys.stderr, flush=True)
         return 0
 
@@ -294,13 +368,12 @@ def main() -> int:
             os.kill(os.getpid(), 9)
 
     for rule in plan.get("edits", []):
-        if matches(rule, phase, role, attempt):
+        if matches(rule, phase, role, attempt, ticket):
             feedback = "Quality Gate Failures" in prompt.decode("utf-8", errors="replace")
-            with open(rule["file"], "a", encoding="utf-8") as edited:
-                edited.write(f"{model} attempt {attempt} feedback={feedback}\n")
+            edit(rule, fields, f"{model} attempt {attempt} feedback={feedback}")
 
     findings: list[dict[str, Any]] = plan.get("findings", [])
-    garbage = [r for r in plan.get("garbage", []) if matches(r, phase, role, attempt)]
+    garbage = [r for r in plan.get("garbage", []) if matches(r, phase, role, attempt, ticket)]
     if garbage:  # what it writes instead of its artifact (an error message, a cut answer)
         text = garbage[0].get("text", "")
     elif phase in ("review", "verify"):

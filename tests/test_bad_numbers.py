@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import run_cli, tk_ticket
-from tf_fsm.core.journal import JournalLineError, decode
+from tf_fsm.core.journal_codec import JournalLineError, decode
 from tf_fsm.errors import SettingsError
 from tf_fsm.settings.load import load_settings, settings_from_dict
 from tf_fsm.settings.project import SETTINGS_RECORD_RELPATH

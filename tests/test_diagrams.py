@@ -70,7 +70,7 @@ def test_every_state_trigger_and_guard_appears(fmt: str) -> None:
     for trigger in machine.TRIGGERS:
         assert re.search(rf"\b{trigger}\b", text), trigger
     for guard in GUARDS:
-        assert f"[{guard}]" in text, guard
+        assert re.search(rf"\[([^\]]* & )?{guard}( & [^\]]*)?\]", text), guard
 
 
 def test_in_progress_is_a_group_of_the_six_phases() -> None:
@@ -92,7 +92,9 @@ def test_edges_carry_guards_retry_cap_and_tiers() -> None:
     assert "a2 = tier 2, escalates fixer" in retry
     assert "a3+ = tier 3, escalates fixer, reviewer-second-opinion, worker" in retry
     assert edges[("initial", "in_progress.research")].startswith("start [retries_left]")
-    assert edges[("in_progress.close", "closed")] == "complete [gate_passed]"
+    assert edges[("in_progress.close", "closed")] == "complete [gate_passed & no_merge]"
+    assert edges[("in_progress.close", "merging")] == "complete [gate_passed & merges]"
+    assert edges[("merging", "closed")] == "merged"
     assert edges[("in_progress.close", "blocked")] == "complete [gate_failed]"
     assert (
         edges[("in_progress.fix", "in_progress.verify")]
@@ -222,10 +224,13 @@ def test_svg_is_rendered_with_every_state_trigger_and_guard(project: Path) -> No
     root = ET.parse(project / "diagrams" / "ticket-lifecycle.svg").getroot()  # noqa: S314 (ours)
     assert root.tag.endswith("svg")
     texts = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
-    for name in [*machine.PHASES, "initial", "blocked", "closed", "error", "in_progress"]:
+    for name in [*machine.PHASES, "initial", "merging", "blocked", "closed", "error"]:
         assert re.search(rf"\b{name}\b", texts), name
-    for word in [*machine.TRIGGERS, *(f"[{g}]" for g in GUARDS), "escalates fixer"]:
+    assert re.search(r"\bin_progress\b", texts)
+    for word in [*machine.TRIGGERS, "escalates fixer"]:
         assert word in texts, word
+    for guard in GUARDS:
+        assert re.search(rf"\[([^\]]* & )?{guard}( & [^\]]*)?\]", texts), guard
     # legible: the drawing is larger than a thumbnail and its labels are 10pt or more
     width = float(root.get("width", "0").removesuffix("pt"))
     assert width > 600

@@ -13,14 +13,11 @@ from tf_fsm.core.journal import (
     AttemptFinished,
     AttemptStarted,
     Event,
-    JournalLineError,
-    JournalRead,
     JournalTailDropped,
     RetryStateReset,
-    decode,
-    encode,
     timestamp,
 )
+from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode, encode
 
 TS = "2026-02-14T02:37:05.123Z"
 
@@ -200,7 +197,8 @@ def test_timestamps_from_now_validate() -> None:
 
 
 def test_usage_token_counts_stay_integers_and_cost_a_float() -> None:
-    from tf_fsm.core.journal import InvocationFinished, decode, encode
+    from tf_fsm.core.journal import InvocationFinished
+    from tf_fsm.core.journal_codec import decode, encode
 
     event = InvocationFinished(
         ts="2026-01-01T00:00:00.000Z", ticket="a", attempt=1, phase="review", role="r",

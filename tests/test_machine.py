@@ -10,6 +10,7 @@ from tf_fsm.core.machine import (
     CLOSED,
     ERROR,
     INITIAL,
+    MERGING,
     PHASES,
     STATES,
     TRANSITIONS,
@@ -32,7 +33,7 @@ def test_structure_is_valid() -> None:
     report = check_structure()
     assert report.ok, report
     assert STATES[0] == INITIAL
-    assert set(TRIGGERS) == {"start", "retry", "complete", "skip", "fail", "resume"}
+    assert set(TRIGGERS) == {"start", "retry", "complete", "skip", "fail", "resume", "merged"}
 
 
 def test_every_phase_has_error_edge_and_resume_back() -> None:
@@ -126,8 +127,20 @@ def test_gate_decides_close() -> None:
     model = _walk(facts, ["start", *["complete"] * 6])
     assert model.state == BLOCKED
     facts.gate_passed = None
-    with pytest.raises(TransitionError, match="gate_passed, gate_failed"):
+    with pytest.raises(TransitionError, match=r"gate_passed.*gate_failed"):
         _walk(facts, ["start", *["complete"] * 6])
+
+
+def test_a_passed_ticket_in_a_workspace_merges_before_it_closes() -> None:
+    facts = AttemptFacts("pt-1", gate_passed=True, merges=True)
+    model = _walk(facts, ["start", *["complete"] * 6])
+    assert model.state == MERGING
+    with pytest.raises(TransitionError):  # no way around the merge to closed
+        _walk(facts, ["start", *["complete"] * 7])
+    assert _walk(facts, ["start", *["complete"] * 6, "merged"]).state == CLOSED
+    assert _walk(facts, ["start", *["complete"] * 6, "fail"]).state == ERROR
+    facts.merges = False
+    assert _walk(facts, ["start", *["complete"] * 6]).state == CLOSED
 
 
 def test_resume_returns_to_failed_phase() -> None:

@@ -15,8 +15,6 @@ from tf_fsm.settings.load import settings_from_dict
 
 WriteSettings = Callable[[dict[str, Any]], Path]
 
-WORKTREES = "git worktrees are not supported yet; tickets run in the project's working tree"
-
 #: (the settings file's content, the dotted key its warning names)
 IGNORED = [
     ({"checkers": {"python": {"lint": "ruff check {files}"}}}, "checkers"),
@@ -25,10 +23,6 @@ IGNORED = [
     ({"workflow": {"researchParallelAgents": 3}}, "workflow.researchParallelAgents"),
     ({"workflow": {"exclude": ["dist/**"]}}, "workflow.exclude"),
     ({"workflow": {"chainMode": "auto"}}, "workflow.chainMode"),
-    ({"ralph": {"parallelWorktreesDir": ".tf/ralph/worktrees"}}, "ralph.parallelWorktreesDir"),
-    ({"ralph": {"parallelKeepWorktrees": False}}, "ralph.parallelKeepWorktrees"),
-    ({"ralph": {"parallelAutoMerge": True}}, "ralph.parallelAutoMerge"),
-    ({"ralph": {"serialUseWorktree": False}}, "ralph.serialUseWorktree"),
     ({"agents": {"review-merge": "general"}}, "agents.review-merge"),
     ({"agents": {"researcher-fetch": "research"}}, "agents.researcher-fetch"),
 ]
@@ -45,19 +39,28 @@ def test_each_ignored_key_the_file_sets_warns_once(raw: dict[str, Any], key: str
     assert warning.startswith(f"{key} is set, but tf_fsm ignores it")
 
 
-@pytest.mark.parametrize("key", [k for k in (k for _, k in IGNORED) if k.startswith("ralph.")])
-def test_worktree_keys_say_worktrees_are_not_supported(key: str) -> None:
-    section, name = key.split(".")
-    loaded = settings_from_dict({section: {name: True}})
-    assert _ignored_warnings(loaded.warnings) == [
-        f"{key} is set, but tf_fsm ignores it: {WORKTREES}"
-    ]
+#: pi-ticketflow's worktree keys: tf_fsm acts on them (docs/workspaces.md), so no warning
+WORKTREE_KEYS = {
+    "parallelWorktreesDir": "w",
+    "parallelKeepWorktrees": True,
+    "parallelAutoMerge": False,
+    "serialUseWorktree": True,
+}
 
 
-def test_serial_use_worktree_is_accepted_in_ralph() -> None:
-    """pi-ticketflow's ralph reads `serialUseWorktree` (default false): not an unknown key."""
-    loaded = settings_from_dict({"ralph": {"serialUseWorktree": True, "parallelWorkers": 2}})
-    assert loaded.settings.ralph.parallelWorkers == 2
+def test_pi_ticketflow_s_worktree_keys_are_read_without_a_warning() -> None:
+    loaded = settings_from_dict({"ralph": WORKTREE_KEYS})
+    assert _ignored_warnings(loaded.warnings) == []
+    assert {k: getattr(loaded.settings.ralph, k) for k in WORKTREE_KEYS} == WORKTREE_KEYS
+
+
+@pytest.mark.parametrize("key", sorted(WORKTREE_KEYS))
+def test_a_worktree_key_of_the_wrong_type_is_refused_naming_it(key: str) -> None:
+    from tf_fsm.errors import SettingsError
+
+    wrong = 5 if key == "parallelWorktreesDir" else "yes"
+    with pytest.raises(SettingsError, match=f"ralph.{key}"):
+        settings_from_dict({"ralph": {key: wrong}})
 
 
 def test_prompts_other_than_the_worker_s_are_one_warning_listing_them() -> None:
@@ -102,12 +105,10 @@ def _sets(raw: dict[str, Any], key: str) -> bool:
 def test_settings_prints_the_warnings_and_exits_0(
     project: Path, write_settings: WriteSettings
 ) -> None:
-    write_settings({"ralph": {"serialUseWorktree": False}, "workflow": {"mcpServers": ["exa"]}})
+    write_settings({"workflow": {"mcpServers": ["exa"], "chainMode": "auto"}})
     result = run_cli("settings")
     assert result.returncode == 0, result.stderr
-    assert f"warning: ralph.serialUseWorktree is set, but tf_fsm ignores it: {WORKTREES}" in (
-        result.stderr
-    )
+    assert "warning: workflow.chainMode is set, but tf_fsm ignores it" in result.stderr
     assert "warning: workflow.mcpServers is set, but tf_fsm ignores it" in result.stderr
     data = json.loads(run_cli("settings", "--json").stdout)
     assert len(_ignored_warnings(data["warnings"])) == 2
@@ -116,13 +117,13 @@ def test_settings_prints_the_warnings_and_exits_0(
 def test_ralph_prints_the_warnings_at_its_start(
     project: Path, write_settings: WriteSettings
 ) -> None:
-    write_settings({"executor": {"kind": "scripted"}, "ralph": {"parallelAutoMerge": True}})
+    write_settings({"executor": {"kind": "scripted"}, "workflow": {"chainMode": "auto"}})
     (project / ".tickets").mkdir()
     (project / ".tickets" / "pt-1.md").write_text(tk_ticket("pt-1"), encoding="utf-8")
     result = run_cli("ralph", "--dry-run")
     assert result.returncode == 0, result.stderr
     first = result.stderr.splitlines()[0]
-    assert first == f"warning: ralph.parallelAutoMerge is set, but tf_fsm ignores it: {WORKTREES}"
+    assert first.startswith("warning: workflow.chainMode is set, but tf_fsm ignores it: ")
 
 
 def test_init_s_own_settings_draw_no_warning(tmp_path: Path) -> None:

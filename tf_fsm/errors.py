@@ -210,8 +210,22 @@ class StorageError(TfFsmError):
         return f"cannot {self.operation} {self.path}: {self.reason}"
 
 
-class UsageError(TfFsmError):
-    """The command line asks for something that cannot be done (its own words say what)."""
+class GitError(TfFsmError):
+    """A git command tf_fsm ran failed: the command, where, and what git said."""
+
+    def __init__(self, argv: Sequence[str], cwd: Path, code: int | None, said: str) -> None:
+        self.argv, self.cwd, self.code, self.said = tuple(argv), cwd, code, said.strip()
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        how = "timed out" if self.code is None else f"exited {self.code}"
+        said = f": {self.said.splitlines()[-1]}" if self.said else ""
+        return f"git {' '.join(self.argv)} (in {self.cwd}) {how}{said}"
+
+
+class _SaidError(TfFsmError):
+    """An error whose one sentence, given where it is raised, is the whole message."""
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
@@ -220,6 +234,15 @@ class UsageError(TfFsmError):
     @property
     def message(self) -> str:
         return self.problem
+
+
+class WorkspaceError(_SaidError):
+    """A ticket's workspace cannot be made or used as asked (not a git repository, no base
+    branch, a worktree directory that is not the ticket's): its own words say what to do."""
+
+
+class UsageError(_SaidError):
+    """The command line asks for something that cannot be done (its own words say what)."""
 
 
 class ShowError(UsageError):

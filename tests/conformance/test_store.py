@@ -28,9 +28,7 @@ from tests.conformance.stores import (
     state_of,
     tree,
 )
-from tf_fsm.core.journal import (
-    encode,
-)
+from tf_fsm.core.journal_codec import encode
 from tf_fsm.core.resume import Seen
 from tf_fsm.errors import (
     CorruptStateError,

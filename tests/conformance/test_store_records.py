@@ -23,13 +23,8 @@ from tests.conformance.stores import (
     tree,
     write_state,
 )
-from tf_fsm.core.journal import (
-    AttemptFinished,
-    AttemptStarted,
-    JournalTailDropped,
-    RetryStateReset,
-    encode,
-)
+from tf_fsm.core.journal import AttemptFinished, AttemptStarted, JournalTailDropped, RetryStateReset
+from tf_fsm.core.journal_codec import encode
 from tf_fsm.errors import (
     CorruptStateError,
 )

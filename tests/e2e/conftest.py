@@ -17,7 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import run_cli, tk_ticket
+from tests.e2e.workspace_project import Project
+from tests.gitrepo import isolate
 
 AGENT = Path(__file__).resolve().parent.parent / "fake_agent.py"
 TICKET_ID = "pt-1"
@@ -227,3 +231,10 @@ def check_attempt(
         assert attempt["completedAt"] >= attempt["startedAt"], attempt
         assert attempt["qualityGate"] == {"failOn": FAIL_ON, "counts": gate}, attempt
         assert attempt["closeSummaryRef"] == "close-summary.md", attempt
+
+
+@pytest.fixture
+def proj(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
+    isolate(monkeypatch)
+    monkeypatch.setenv("GIT_EDITOR", "true")  # `git rebase --continue` by hand, no editor
+    return Project(project, tmp_path)

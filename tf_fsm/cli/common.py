@@ -66,3 +66,15 @@ def add_global_arguments(parser: argparse.ArgumentParser, after_command: bool = 
     default: dict[str, Any] = {"default": argparse.SUPPRESS} if after_command else {}
     parser.add_argument("--root", help=ROOT_HELP, **default)
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP, **default)
+
+
+def add_worktree_argument(parser: argparse.ArgumentParser) -> None:
+    """`--worktree/--no-worktree`: run tickets in their own git worktree, or in the project's
+    tree (default: the settings decide; docs/workspaces.md)."""
+    parser.add_argument(
+        "--worktree",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="each ticket on its own git branch and worktree (--no-worktree: in the project's "
+        "tree); default: workspace.mode, else parallel workers use worktrees (docs/workspaces.md)",
+    )

@@ -43,7 +43,11 @@ EXIT_TABLE: tuple[tuple[int, str], ...] = (
         "run: blocked, retries exhausted, the ticket's budget spent, or the same\n"
         "failure repeated (same-failure; later runs are refused before any agent runs)",
     ),
-    (EXIT_ERROR, "run: a phase failed; the attempt is in error and resumable with `run` again"),
+    (
+        EXIT_ERROR,
+        "run: a phase failed, or the merge queue refused the ticket (merge_conflict);\n"
+        "the attempt is in error and resumable with `run` again",
+    ),
     (EXIT_WAITING, 'run: waiting for a hand-off artifact (executor kind "handoff"); resumable'),
     (EXIT_STORAGE, "the disk refused a write: full, read-only or not permitted (names the file)"),
     (

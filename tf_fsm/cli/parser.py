@@ -9,7 +9,7 @@ import os
 import sys
 
 from tf_fsm import __version__
-from tf_fsm.cli.common import add_global_arguments
+from tf_fsm.cli.common import add_global_arguments, add_worktree_argument
 from tf_fsm.cli.exits import epilog
 from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
@@ -22,6 +22,7 @@ from tf_fsm.cli.tools import (
     cmd_simulate,
     cmd_watch,
 )
+from tf_fsm.cli.workspaces import add_workspaces_parser
 
 EPILOG = epilog()
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="say which phase would run next and why, without running anything",
     )
     p.add_argument("--json", action="store_true", help="the outcome (or plan) as JSON")
+    add_worktree_argument(p)
     p.set_defaults(
         func=cmd_resume,
         research=None,
@@ -184,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the workflow.qualityGates commands now, outside a lifecycle; "
         "exit 3 when a required gate fails, 2 when a gate cannot start (program or cwd missing)",
     )
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="with --run: do not judge a failing gate against the base commit (a failure that "
+        "is pre-existing on the base then fails too; docs/gates.md)",
+    )
     p.set_defaults(func=cmd_gate)
 
     p = sub.add_parser(
@@ -231,7 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("-a", "--assignee", help="only tickets with this assignee (as tk ready -a)")
     p.add_argument("-T", "--tag", help="only tickets with this tag (as tk ready -T)")
+    add_worktree_argument(p)
     p.set_defaults(func=cmd_ralph)
+
+    p = add("workspaces", "each ticket's git branch and worktree; prune removes those done with")
+    add_workspaces_parser(p)
 
     p = add("watch", "resume hand-off and errored tickets when their files arrive (docs/watch.md)")
     p.epilog = """\

@@ -102,7 +102,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         return _no_rows(args.json, args.all)
     columns = ("ticket", "state", "attempt", BLOCKED_ATTEMPTS, "escalated", "last failure", "next")
     _print_rows(rows, args.json, columns, _status_cells)
+    if not args.json:
+        _print_workspaces(rows)
     return EXIT_BAD_INPUT if corrupt else EXIT_OK
+
+
+def _print_workspaces(rows: list[dict[str, Any]]) -> None:
+    """After the table, one line per ticket that has a git workspace (docs/workspaces.md)."""
+    from tf_fsm.views.status import workspace_line
+
+    for row in rows:
+        if row.get("workspace"):
+            line = workspace_line(row["ticket"], row["workspace"], row["attempt"])
+            print(terminal_safe(line))
 
 
 def _status_tickets(args: argparse.Namespace, root: Path, settings: Any) -> list[TkRecord | str]:
@@ -142,7 +154,7 @@ def _corrupt_row(ticket_id: str, exc: CorruptStateError) -> dict[str, Any]:
     return {
         "ticket": ticket_id, "state": "corrupt", "error": exc.message, "attempt": None,
         "retryCount": None, "maxRetries": None, "escalatedRoles": [], "lastFailure": None,
-        "next": f"nothing until {exc.path.name} is fixed (see the error above)",
+        "next": f"nothing until {exc.path.name} is fixed (see the error above)", "workspace": None,
     }  # fmt: skip
 
 
@@ -196,7 +208,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     settings = load_settings(root)
     ids = _known_tickets(root, settings, ticket_ids(args.tickets))
     if args.run:
-        return _run_gates_now(root, settings, ids, args.json)
+        return _run_gates_now(root, settings, ids, args.json, baseline=not args.no_baseline)
     for ticket_id in ids:
         row = gate_report(root, settings, ticket_id)
         if args.json:
@@ -214,12 +226,23 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bool) -> int:
-    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing.
-    A gate that cannot start (its program or cwd is missing) is exit 2 before any gate runs."""
+def _run_gates_now(
+    root: Path, settings: Any, ticket_ids: list[str], as_json: bool, *, baseline: bool
+) -> int:
+    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing
+    but the baseline's cache. A gate that cannot start (its program or cwd is missing) is exit
+    2 before any gate runs. In a git repository a failing required gate is judged against the
+    base commit (docs/gates.md): a pre-existing failure is shown, and is not exit 3."""
     import os
 
-    from tf_fsm.engine.gates import check_gates, current_attempt, gate_env, run_gate
+    from tf_fsm.engine.gates import (
+        against_base,
+        blocks,
+        check_gates,
+        current_attempt,
+        gate_env,
+        run_gate,
+    )
     from tf_fsm.storage.redact import Redactor
 
     gates = settings.workflow.qualityGates
@@ -227,12 +250,13 @@ def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bo
         raise UsageError("no workflow.qualityGates are configured (see docs/gates.md)")
     check_gates(gates, root, settings.path)
     redact = Redactor.from_environ(os.environ)
+    base = _base_lookup(root, gates) if baseline else None
     failed_required = False
     for ticket_id in ticket_ids:
         env = gate_env(ticket_id, current_attempt(root, settings, ticket_id))
         for gate in gates:
-            result = run_gate(gate, root, env)
-            failed_required |= result.required and not result.passed
+            result = against_base(run_gate(gate, root, env), gate, base)
+            failed_required |= blocks(result)
             row = {
                 "ticket": ticket_id,
                 "name": result.name,
@@ -242,19 +266,44 @@ def _run_gates_now(root: Path, settings: Any, ticket_ids: list[str], as_json: bo
                 "durationMs": round(result.duration * 1000),
                 "summary": result.summary,
                 "outputTail": "" if result.passed else result.output_tail(redact),
+                "preexisting": result.preexisting,
+                "newFailures": sorted(result.new_failures),
+                "baselineNote": result.baseline_note,
             }
             if as_json:
                 print_json(row)
                 continue
-            kind = "required" if result.required else "optional"
-            print(
-                f"{ticket_id}  {result.name:<16} {kind:<9} {result.summary} "
-                f"({result.duration:.1f}s)"
-            )
-            if not result.passed:
-                for line in str(row["outputTail"]).splitlines()[-10:]:
-                    print(f"    | {line}")
+            _print_gate_run(ticket_id, result, str(row["outputTail"]))
     return EXIT_BLOCKED if failed_required else EXIT_OK
+
+
+def _base_lookup(root: Path, gates: Any) -> Any:
+    """`gate --run`'s baseline: in a git repository, the commit `root` is judged against
+    (tf_fsm.workspace.baseline.base_of); its notes go to standard error. None outside one."""
+    from tf_fsm.engine.gates import gate_baseline
+    from tf_fsm.workspace.baseline import base_of
+
+    found = base_of(root)
+    if found is None:
+        return None
+    project, sha = found
+    return gate_baseline(project, sha, gates, lambda n: print(f"tf-fsm: {n}", file=sys.stderr))
+
+
+def _print_gate_run(ticket_id: str, result: Any, tail: str) -> None:
+    from tf_fsm.core.reports import PREEXISTING
+
+    kind = "required" if result.required else "optional"
+    extra = f": {PREEXISTING}" if result.preexisting else ""
+    print(
+        f"{ticket_id}  {result.name:<16} {kind:<9} {result.summary} "
+        f"({result.duration:.1f}s){extra}"
+    )
+    if result.baseline_note:
+        print(f"    base: {terminal_safe(result.baseline_note)}")
+    if not result.passed:
+        for line in tail.splitlines()[-10:]:
+            print(f"    | {line}")
 
 
 def cmd_tickets(args: argparse.Namespace) -> int:

@@ -12,7 +12,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tf_fsm.cli.common import add_global_arguments, print_json, project_root, ticket_ids
+from tf_fsm.cli.common import (
+    add_global_arguments,
+    add_worktree_argument,
+    print_json,
+    project_root,
+    ticket_ids,
+)
 from tf_fsm.cli.exits import EXIT_OK, OUTCOME_CODES, run_command
 from tf_fsm.errors import UsageError
 
@@ -20,7 +26,9 @@ from tf_fsm.errors import UsageError
 def cmd_init(args: argparse.Namespace) -> int:
     import os
 
+    from tf_fsm.fs.atomic import atomic_write_text
     from tf_fsm.settings.load import ROOT_ENV, SETTINGS_RELPATH, init_settings, load_settings
+    from tf_fsm.settings.project import STATE_IGNORE, STATE_IGNORE_RELPATH
     from tf_fsm.storage.store import atomic_write_json, make_dirs
     from tf_fsm.tk.tickets import tickets_dir
 
@@ -42,6 +50,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     load_settings(root, record=True)  # checks what init wrote, and records it for `status`
     make_dirs(tickets_dir(root), within=root)
     print(f"wrote {path}")
+    ignore = root / STATE_IGNORE_RELPATH
+    if not ignore.exists():  # a project's own file is never overwritten
+        atomic_write_text(ignore, STATE_IGNORE, within=root)
+        print(f"wrote {ignore} (tf-fsm's run state stays out of git)")
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
     return EXIT_OK
 
@@ -56,6 +68,8 @@ def _run_options(args: argparse.Namespace) -> Any:
         create_followups=args.create_followups,
         simplify_tickets=args.simplify_tickets,
         final_review_loop=args.final_review_loop,
+        worktree=args.worktree,
+        parallel=getattr(args, "parallel", False),
     )
 
 def _report(outcome: Any) -> int:
@@ -171,6 +185,7 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
         f"attempt {data['attempt']} (trigger {data['trigger']}, tier {data['tier']}, "
         f"escalated: {escalated}, prior failure in prompts: {prior})"
     )
+    print(f"tree: {data['tree']['summary']}")
     for phase in data["phases"]:
         mark = "run " if phase["runs"] else "skip"
         print(f"  {mark} {phase['phase']:<9} {phase['reason']}")
@@ -263,8 +278,11 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the outcome (or, with --plan, the plan) as JSON on stdout",
     )
-    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock
+    add_worktree_argument(p)
+    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock;
+    # `--parallel`: the loop runs several tickets at once (worktrees unless the settings say no)
     p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--parallel", action="store_true", help=argparse.SUPPRESS)
 
 
 def worker_main(argv: list[str]) -> int:

@@ -47,6 +47,7 @@ def cmd_ralph(args: argparse.Namespace) -> int:
         resume_errors=args.resume_errors,
         assignee=args.assignee,
         tag=args.tag,
+        worktree=args.worktree,
     )
     from tf_fsm.cli.run import worker_main
 

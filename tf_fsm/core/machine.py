@@ -1,6 +1,8 @@
 """The ticket lifecycle as one `transitions` machine, declared once as data.
 
-States: `initial` -> `in_progress.<phase>` for the six phases -> `blocked` | `closed` | `error`.
+States: `initial` -> `in_progress.<phase>` for the six phases -> `blocked` | `closed` | `error`;
+in a git workspace with merging on, a passed ticket goes through `merging` (its branch merged
+into the base branch, no agent) before `closed`.
 Phase states are flat names with an `in_progress.` prefix: a plain `Machine` triggers about six
 times faster than a nested one (measured with transitions 0.9), and the diagrams regroup the
 prefix into a nested `in_progress` state. Guards are named functions of `AttemptFacts`; one
@@ -22,6 +24,9 @@ from tf_fsm.errors import TransitionError
 
 PHASES: tuple[str, ...] = ("research", "implement", "review", "fix", "verify", "close")
 INITIAL, BLOCKED, CLOSED, ERROR = "initial", "blocked", "closed", "error"
+MERGING = "merging"
+#: the `phase` an attempt records while it merges (retry-state.json, the journal)
+MERGE_PHASE = "merge"
 PREFIX = "in_progress."
 
 
@@ -33,7 +38,7 @@ def phase_of(state: str) -> str | None:
     return state.removeprefix(PREFIX) if state.startswith(PREFIX) else None
 
 
-STATES: tuple[str, ...] = (INITIAL, *map(phase_state, PHASES), BLOCKED, CLOSED, ERROR)
+STATES: tuple[str, ...] = (INITIAL, *map(phase_state, PHASES), MERGING, BLOCKED, CLOSED, ERROR)
 
 
 @dataclass
@@ -46,6 +51,7 @@ class AttemptFacts:
     runs: frozenset[str] = frozenset(PHASES)  # the phases this attempt runs
     gate_passed: bool | None = None  # decided in verify
     resume_phase: str | None = None  # where an errored attempt picks up
+    merges: bool = False  # a passed attempt is merged into the base branch before it closes
 
 
 Guard = Callable[[AttemptFacts], bool]
@@ -61,6 +67,14 @@ def gate_passed(facts: AttemptFacts) -> bool:
 
 def gate_failed(facts: AttemptFacts) -> bool:
     return facts.gate_passed is False
+
+
+def merges(facts: AttemptFacts) -> bool:
+    return facts.merges
+
+
+def no_merge(facts: AttemptFacts) -> bool:
+    return not facts.merges
 
 
 def _named(name: str, fn: Guard) -> Guard:
@@ -106,9 +120,12 @@ def _table() -> tuple[Edge, ...]:
         edges.append(Edge("complete", phase_state(here), phase_state(there), (runs(here),)))
         edges.append(Edge("skip", phase_state(here), phase_state(there), (skips(here),)))
     close = phase_state("close")
-    edges.append(Edge("complete", close, CLOSED, (gate_passed,)))
+    edges.append(Edge("complete", close, CLOSED, (gate_passed, no_merge)))
+    edges.append(Edge("complete", close, MERGING, (gate_passed, merges)))
     edges.append(Edge("complete", close, BLOCKED, (gate_failed,)))
+    edges.append(Edge("merged", MERGING, CLOSED))
     edges += [Edge("fail", phase_state(p), ERROR) for p in PHASES]
+    edges.append(Edge("fail", MERGING, ERROR))
     edges += [Edge("resume", ERROR, phase_state(p), (resumes_at(p),)) for p in PHASES]
     return tuple(edges)
 
@@ -258,5 +275,7 @@ def state_of_attempt(status: str | None, phase: str | None) -> str:
     if status is None:
         return INITIAL
     if status == "in_progress":
+        if phase == MERGE_PHASE:
+            return MERGING
         return phase_state(phase) if phase in PHASES else phase_state(PHASES[0])
     return {"blocked": BLOCKED, "closed": CLOSED, "error": ERROR}[status]

@@ -14,6 +14,9 @@ from tf_fsm.core.artifacts import REVIEW_FILES
 from tf_fsm.core.detection import extract_findings, parse_review
 from tf_fsm.core.state import SEVERITIES
 
+#: a failing required gate that fails on the base commit too (docs/gates.md, "The baseline")
+PREEXISTING = "pre-existing on the base, not blocking"
+
 SEVERITY_HEADINGS: dict[str, str] = {
     "Critical": "Critical (must fix)",
     "Major": "Major (should fix)",
@@ -160,16 +163,23 @@ def _gate_lines(gates: Sequence[Mapping[str, Any]]) -> list[str]:
     out = ["", "## Quality Gates"]
     for g in gates:
         kind = "required" if g["required"] else "optional"
-        if g["passed"]:
-            state = "passed"
-        else:
-            state = "BLOCKING" if g["blocking"] else "failed" if g["required"] else "warning"
-        out.append(f"- {g['name']} ({kind}): {state}, {g['summary']}, fix retries {g['retries']}")
+        state, retries = _gate_state(g), g["retries"]
+        out.append(f"- {g['name']} ({kind}): {state}, {g['summary']}, fix retries {retries}")
+        if g.get("baselineNote"):  # the comparison with the base commit (docs/gates.md)
+            out.append(f"  - base: {g['baselineNote']}")
     for g in gates:
         if not g["passed"] and g.get("outputTail"):
             tail = str(g["outputTail"]).replace("`" * 3, "'" * 3)  # nothing may close the fence
             out += ["", f"### {g['name']} output (tail)", "", "````text", tail, "````"]
     return out
+
+
+def _gate_state(g: Mapping[str, Any]) -> str:
+    if g["passed"]:
+        return "passed"
+    if g.get("preexisting"):
+        return PREEXISTING
+    return "BLOCKING" if g["blocking"] else "failed" if g["required"] else "warning"
 
 
 def render_close_summary(

@@ -15,7 +15,8 @@ from typing import Any
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import PHASE_ARTIFACT
-from tf_fsm.core.machine import PHASES
+from tf_fsm.core.machine import MERGE_PHASE, PHASES
+from tf_fsm.core.workspace_events import MergeStarted
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,8 @@ def live_phase(
     if status != "in_progress":
         return saved
     started = [
-        e.phase
+        MERGE_PHASE if isinstance(e, MergeStarted) else e.phase
         for e in events
-        if e.attempt == attempt and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting)
+        if e.attempt == attempt and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting | MergeStarted)
     ]
     return started[-1] if started else saved

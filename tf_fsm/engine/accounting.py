@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
+from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.artifacts import invocations
 from tf_fsm.core.state import Attempt, RetryState
 from tf_fsm.engine.api import Outcome
@@ -61,7 +62,7 @@ def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
         return QUALITY
     if status != "error":
         return None
-    failed = [e for e in events if isinstance(e, ev.PhaseFailed)]
+    failed = [e for e in events if isinstance(e, ev.PhaseFailed | wev.MergeRefused)]
     return failed[-1].failureClass if failed else None
 
 

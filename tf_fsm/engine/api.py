@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # types only: the run's collaborators, none of which imports 
     from tf_fsm.core.state import RetryState
     from tf_fsm.engine.context import AttemptContext
     from tf_fsm.engine.prompts import PromptLibrary
-    from tf_fsm.executors.base import Executor
+    from tf_fsm.executors.base import Executor, Invocation
     from tf_fsm.settings.load import LoadedSettings
     from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.tickets import Ticket
@@ -35,6 +35,10 @@ class RunOptions:
     retry_trigger: str = "manual_retry"  # how a retry this caller starts is recorded
     #: the backlog loop this run is a worker of (`<pid>.<start time>`), noted with its lock
     loop: str | None = None
+    #: --worktree (True) / --no-worktree (False); None: the settings choose (docs/workspaces.md)
+    worktree: bool | None = None
+    #: a worker of a loop that runs several tickets at once (worktrees by default)
+    parallel: bool = False
 
     def flags(self) -> dict[str, Any]:
         return {
@@ -79,10 +83,53 @@ class QuietObserver:
         pass
 
 
+class RunTree(Protocol):
+    """The tree a ticket's run works in: the project's own working tree (shared), or the
+    ticket's git worktree. The run asks it where agents and gate commands run and where an
+    agent finds the ticket's files, and tells it each step (an invocation, a phase, an
+    attempt, the outcome); the shared tree has nothing to do at any of them."""
+
+    #: where the agents and the gate commands run
+    path: Path
+    #: a passed attempt is merged into the base branch before it closes
+    merges: bool
+    #: where a `reset` rollback kept the blocked attempt's commits (a ref), for its prompts
+    kept: str | None
+
+    def agent_path(self, store_path: Path) -> Path:
+        """Where an agent running in `path` sees a file of the ticket's store."""
+
+    def base_commit(self) -> str | None:
+        """The commit the ticket's work is measured against (the gate baseline): where its
+        branch left the base branch, or the project's HEAD; None outside git."""
+
+    def before_invocation(self, run: RunContext, invocation: Invocation) -> None:
+        """Give the agent the ticket's files where it looks for them."""
+
+    def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
+        """Bring what the agent wrote into the ticket's store."""
+
+    def after_phase(self, run: RunContext, attempt: int, phase: str) -> None:
+        """The phase completed: record the tree it left."""
+
+    def begin_attempt(self, run: RunContext, state: RetryState | None) -> str | None:
+        """A new attempt starts (after `state`'s last one): what it starts from; the commit,
+        or None in a tree without commits of its own."""
+
+    def resume_attempt(self, run: RunContext, attempt: int, *, finished: bool) -> str | None:
+        """An interrupted attempt picks up again at its last checkpoint (`finished`: every
+        phase completed, only its ending, such as the merge, is left): that commit, or None
+        in a tree without commits of its own."""
+
+    def after_outcome(self, run: RunContext, status: OutcomeStatus) -> None:
+        """The run ended so: what the tree keeps or lets go of."""
+
+
 class RunContext(Protocol):
     """What a ticket's run offers the code that carries out its attempts (`attempt`,
-    `phases`, `attempt_gates`, `same_failure`, `accounting`): the declared seam between them
-    and `orchestrator.TicketRun`, which is its one implementation."""
+    `phases`, `invocation`, `attempt_gates`, `same_failure`, `accounting`, `worktree`,
+    `merge_step`): the declared seam between them and `orchestrator.TicketRun`, which is its
+    one implementation."""
 
     root: Path
     ticket_id: str
@@ -94,6 +141,8 @@ class RunContext(Protocol):
     prompts: PromptLibrary
     now: Callable[[], datetime]
     sleep: Callable[[float], None]
+    #: where the agents and gate commands run, and what happens to the tree at each step
+    tree: RunTree
 
     # Read-only: an implementation may keep a more specific store (TicketRun's is a
     # TicketStore), which a settable member (invariant) would refuse.
@@ -125,3 +174,7 @@ class RunContext(Protocol):
 
     def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
         """What the next new attempt would run with (read-only)."""
+
+    def merge(self, attempt: AttemptContext, reason: str) -> str | None:
+        """Merge the passed attempt's branch into the base branch (the gate's `reason` goes
+        into the tk close it commits); None when merged, else why not."""

@@ -11,7 +11,16 @@ from typing import TYPE_CHECKING, Literal
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core.escalation import should_retry
-from tf_fsm.core.machine import BLOCKED, INITIAL, TicketModel, lifecycle, phase_of, state_of_attempt
+from tf_fsm.core.machine import (
+    BLOCKED,
+    INITIAL,
+    MERGE_PHASE,
+    MERGING,
+    TicketModel,
+    lifecycle,
+    phase_of,
+    state_of_attempt,
+)
 from tf_fsm.core.state import RetryState, finish_attempt, update_current
 from tf_fsm.engine import same_failure
 from tf_fsm.engine.accounting import budget_check, with_accounting
@@ -58,6 +67,12 @@ def run_attempt(
                 machine.fire(model, "fail")
                 return _failed(run, attempt, state, phase, failure), "error", failure
             machine.fire(model, "complete")
+        if model.state == MERGING:
+            failure = run.merge(attempt, runner.gate_reason)
+            if failure is not None:
+                machine.fire(model, "fail")
+                return _failed(run, attempt, state, MERGE_PHASE, failure), "error", failure
+            machine.fire(model, "merged")
         return _finish(run, attempt, state, runner)
     finally:
         machine.detach(model)

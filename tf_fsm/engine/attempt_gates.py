@@ -16,6 +16,7 @@ from tf_fsm.engine.gates import (
     GateOutcome,
     GateResult,
     check_gates,
+    gate_baseline,
     gate_env,
     run_gates,
     sample_feedback,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
     from tf_fsm.engine.context import AttemptContext
     from tf_fsm.settings.schema import Workflow
+    from tf_fsm.workspace.baseline import Lookup
 
 #: renders one prompt: (phase, role, artifact, gate feedback) -> its text
 Render = Callable[..., str]
@@ -45,7 +47,7 @@ def check_before_attempt(run: RunContext, attempt: AttemptContext, render: Rende
     wf = run.settings.workflow
     if "verify" not in attempt.facts.runs or not wf.qualityGates:
         return
-    check_gates(wf.qualityGates, run.root, run.settings.path)
+    check_gates(wf.qualityGates, run.tree.path, run.settings.path)
     if feedback_possible(wf):
         sample = sample_feedback(run.store.redactor)
         render("fix", "fixer", "gate-fix-1.md", gate_feedback=sample)
@@ -60,12 +62,7 @@ def run_attempt_gates(
 
     def record(result: GateResult, round_: int) -> None:
         log = f"gates/attempt-{n}/{result.name}-try-{round_}.log"
-        run.store.write_artifact(log, f"# {result.summary}\n{result.output}", sync_dir=False)
-        run.event(
-            ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
-            exitCode=result.exit_code, durationMs=round(result.duration * 1000),
-            innerTry=round_, required=result.required, reason=result.summary,
-        )  # fmt: skip
+        record_gate(run, n, result, log, innerTry=round_, reason=result.summary)
 
     def send_back(message: str, round_: int, failed: list[GateResult]) -> str | None:
         artifact = f"gate-fix-{round_}.md"
@@ -80,8 +77,30 @@ def run_attempt_gates(
         return invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
 
     return run_gates(
-        wf.qualityGates, run.root, default_max=wf.qualityGateMaxRetries,
+        wf.qualityGates, run.tree.path, default_max=wf.qualityGateMaxRetries,
         feedback=feedback and feedback_possible(wf), redact=run.store.redactor,
         env=gate_env(run.ticket_id, n), on_result=record, send_back=send_back,
-        can_block=wf.enableQualityGate,
+        can_block=wf.enableQualityGate, baseline=baseline_of(run),
     )  # fmt: skip
+
+
+def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields: object) -> None:
+    """One gate command's run on attempt `n`: its output in the artifact `log`, its result
+    journaled (`GateEvaluated`, with `fields`: the inner try, the reason)."""
+    run.store.write_artifact(log, f"# {result.summary}\n{result.output}", sync_dir=False)
+    run.event(
+        ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
+        exitCode=result.exit_code, durationMs=round(result.duration * 1000),
+        required=result.required, **fields,
+    )  # fmt: skip
+
+
+def baseline_of(run: RunContext) -> Lookup | None:
+    """What a failing required gate is judged against: its result on the ticket's base
+    commit, computed when first needed and cached by the commit (docs/gates.md); None
+    outside git, where a failing required gate blocks as it always did."""
+    sha = run.tree.base_commit()
+    if sha is None:
+        return None
+    gates = run.settings.workflow.qualityGates
+    return gate_baseline(run.root, sha, gates, lambda text: run.observer.note(run.ticket_id, text))

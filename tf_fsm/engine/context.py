@@ -132,13 +132,19 @@ def restore(
     facts = replace(fresh.facts, runs=frozenset(p for p, (runs, _) in plan.items() if runs))
     prior = saved.get("priorFailure")
     if prior is not None:  # the text outside the fence is cut to one short line again
+        kept = prior.get("kept")
         prior = {
             **prior,
             "reason": inline(prior["reason"], redact),
             "fenced": refence(prior["fenced"], redact),
+            # shown unfenced: only a ref name tf_fsm itself gives, never an agent's text
+            "kept": kept if isinstance(kept, str) and _KEPT_RE.fullmatch(kept) else None,
         }
     return replace(fresh, resolution=resolution, plan=plan, facts=facts, prior_failure=prior)
 
+
+#: the ref a `reset` rollback keeps a blocked attempt's commits under (tf_fsm.workspace.model)
+_KEPT_RE = re.compile(r"refs/tf/[A-Za-z0-9][A-Za-z0-9._-]*/attempt-[0-9]+(-[0-9]+)?")
 
 _REMEDY = (
     "fix the file, or delete it to resume with the models and plan the settings give now "

@@ -2,20 +2,27 @@
 
 A string command runs under `bash -c` (pipes and quotes work: splitting on spaces breaks
 them), a list runs as argv, and the feedback carries the tail of the command's real output,
-redacted and fenced, not just an error string.
+redacted and fenced, not just an error string. With a baseline (tf_fsm.workspace.baseline), a
+required gate that fails no worse than on the base commit is pre-existing: reported, not
+blocking, and no reason to send the fixer back.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tf_fsm.engine.prompts import fence_untrusted
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.process.door import find_program, run_process, tail
 from tf_fsm.settings.load import LoadedSettings, QualityGate
+
+if TYPE_CHECKING:  # imported where used: most gate runs need neither (start-up stays fast)
+    from tf_fsm.workspace.baseline import BaseResult, Lookup
+    from tf_fsm.workspace.junit import Stamp
 
 FEEDBACK_TAIL_LINES = 40
 FEEDBACK_TAIL_CHARS = 3000
@@ -33,6 +40,12 @@ class GateResult:
     output: str  # stdout then stderr, bounded (redact before writing it anywhere)
     timed_out: bool = False
     error: str | None = None  # why it could not start at all
+    #: the failing tests of its JUnit report (`junitXml`) when this run wrote a readable one
+    failing_tests: frozenset[str] | None = None
+    #: judged against the base commit: failing, but no worse than there (it does not block)
+    preexisting: bool = False
+    new_failures: frozenset[str] = frozenset()  # failing here, not on the base commit
+    baseline_note: str = ""  # what the comparison with the base commit found
 
     @property
     def summary(self) -> str:
@@ -40,7 +53,13 @@ class GateResult:
             return f"could not start: {self.error}"
         if self.timed_out:
             return f"timed out after {self.duration:.0f}s (process group killed)"
-        return "passed" if self.passed else f"exit code {self.exit_code}"
+        if self.passed:
+            return "passed"
+        if self.new_failures:  # the blocking reason names the tests this tree broke
+            from tf_fsm.workspace.baseline import names_of
+
+            return f"exit code {self.exit_code}, failing only here: {names_of(self.new_failures)}"
+        return f"exit code {self.exit_code}"
 
     def output_tail(self, redact: Callable[[str], str]) -> str:
         """The end of the output, redacted before it is cut (a secret the cut would halve is
@@ -109,11 +128,15 @@ def check_gates(gates: Sequence[QualityGate], root: Path, settings_path: Path | 
 
 
 def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
+    """Run one gate with its cwd relative to `root` (the project root, a ticket's worktree,
+    or a worktree of the base commit), and read the JUnit report it wrote, if it has one."""
     cwd = cwd_of(gate, root)
     environ = {**os.environ, **(env or {})}
     problem = start_problem(gate, root, environ)
     if problem is not None:
         return GateResult(gate.name, gate.required, False, None, 0.0, "", error=problem)
+    report = cwd / gate.junitXml if gate.junitXml else None
+    before = _stamp(report)
     try:
         result = run_process(
             argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds, keep=GATE_OUTPUT_KEEP
@@ -130,7 +153,65 @@ def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None
         duration=result.duration,
         output=output,
         timed_out=result.timed_out,
+        failing_tests=_failing_tests(report, before, root),
     )
+
+
+def _stamp(report: Path | None) -> Stamp | None:
+    if report is None:
+        return None
+    from tf_fsm.workspace.junit import stamp
+
+    return stamp(report)
+
+
+def _failing_tests(
+    report: Path | None, before: Stamp | None, root: Path
+) -> frozenset[str] | None:
+    """The failing tests of the JUnit report this run wrote (None without one)."""
+    if report is None:
+        return None
+    from tf_fsm.workspace.junit import read_report
+
+    return read_report(report, before, within=root)
+
+
+def gate_baseline(
+    root: Path, sha: str, gates: Sequence[QualityGate], note: Callable[[str], None]
+) -> Lookup:
+    """The base result of each required gate on commit `sha` of the project at `root`,
+    computed (with `run_gate`, as a ticket's gate runs) when first asked for: `run_gates`'s
+    `baseline`."""
+    from tf_fsm.workspace.baseline import lookup
+
+    return lookup(root, sha, gates, run_gate, note)
+
+
+def judged(result: GateResult, base: BaseResult | None) -> GateResult:
+    """The result with its judgement against the base commit (docs/gates.md)."""
+    from tf_fsm.workspace.baseline import judge
+
+    verdict = judge((result.passed, result.failing_tests), base)
+    return replace(
+        result,
+        preexisting=verdict.preexisting,
+        new_failures=verdict.new_failures,
+        baseline_note=verdict.note,
+    )
+
+
+def against_base(result: GateResult, gate: QualityGate, baseline: Lookup | None) -> GateResult:
+    """A required gate that failed (and ran: one that could not start is a configuration
+    error), judged against its base result when there is a baseline; else as it is. The base
+    is asked for only then: a gate that passes never costs a run on the base."""
+    if baseline is None or not blocks(result) or result.error is not None:
+        return result
+    return judged(result, baseline(gate))
+
+
+def blocks(result: GateResult) -> bool:
+    """A required gate that failed, and not only as it fails on the base commit."""
+    return result.required and not result.passed and not result.preexisting
 
 
 def feedback_message(
@@ -148,9 +229,10 @@ def feedback_message(
     ]
     for result in failed:
         used, most = tries[result.name]
+        lines += ["", f"❌ {result.name} (retry {used}/{most})"]
+        if result.baseline_note:  # names the tests that fail here and not on the base
+            lines.append(f"Compared with the base commit: {result.baseline_note}")
         lines += [
-            "",
-            f"❌ {result.name} (retry {used}/{most})",
             f"Error: {result.summary}; the end of its output:",
             fence_untrusted(result.output_tail(redact), redact, label=f"gate_output {result.name}"),
         ]
@@ -194,25 +276,28 @@ def run_gates(
     on_result: Callable[[GateResult, int], None],
     send_back: Callable[[str, int, list[GateResult]], str | None],
     can_block: bool = True,
+    baseline: Lookup | None = None,
 ) -> GateOutcome:
     """Run every gate in declared order; while a required gate fails and has retries left,
     send the fixer back with the feedback and run them all again (the inner loop, same
     models). A required gate out of retries blocks; optional gates never do, nor any gate when
     `can_block` is false (workflow.enableQualityGate). A gate that cannot start ends the loop
-    with a failure: a configuration error, not something the fixer can fix."""
+    with a failure: a configuration error, not something the fixer can fix. With `baseline`
+    (`gate_baseline`), a failing required gate is judged against the base commit first: one
+    that is no worse there is pre-existing, and neither blocks nor sends the fixer back."""
     used = {g.name: 0 for g in gates}
     by_name = {g.name: g for g in gates}
     round_ = 1
     while True:
         results = []
         for gate in gates:
-            result = run_gate(gate, root, env)
+            result = against_base(run_gate(gate, root, env), gate, baseline if can_block else None)
             on_result(result, round_)
             results.append(result)
             if result.error is not None:
                 why = f"quality gate {gate.name} cannot start: {result.error} (see docs/gates.md)"
                 return GateOutcome(tuple(results), None, used, why)
-        failed = [r for r in results if r.required and not r.passed]
+        failed = [r for r in results if blocks(r)]
         if not failed or not can_block:
             return GateOutcome(tuple(results), None, used)
         spent = [r for r in failed if used[r.name] >= max_retries(by_name[r.name], default_max)]
@@ -241,6 +326,9 @@ def gate_rows(outcome: GateOutcome, redact: Callable[[str], str]) -> list[dict[s
                 "retries": outcome.retries.get(r.name, 0),
                 "blocking": outcome.blocking is not None and outcome.blocking.name == r.name,
                 "outputTail": "" if r.passed else r.output_tail(redact),
+                "preexisting": r.preexisting,
+                "newFailures": sorted(r.new_failures),
+                "baselineNote": r.baseline_note,
             }
         )
     return rows

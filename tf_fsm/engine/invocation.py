@@ -73,6 +73,7 @@ def prepared(
     prompt_file = store.write_artifact(
         f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True, sync_dir=False
     )
+    seen = run.tree.agent_path  # where the agent, in its tree, finds the ticket's files
     return Invocation(
         ticket_id=run.ticket_id,
         phase=phase,
@@ -81,13 +82,14 @@ def prepared(
         thinking=chosen.thinking,
         attempt=n,
         root=run.root,
-        artifact_dir=store.dir,
-        output=store.dir / artifact,
+        artifact_dir=seen(store.dir),
+        output=seen(store.dir / artifact),
         prompt=prompt,
-        prompt_file=prompt_file,
-        chain_context=store.chain_context_path,
+        prompt_file=seen(prompt_file),
+        chain_context=seen(store.chain_context_path),
         log_file=store.dir / f"logs/attempt-{n}/{label}.log",
         timeout=run.settings.settings.executor.timeoutSeconds,
+        cwd=run.tree.path,
     )
 
 
@@ -97,9 +99,11 @@ def _log_name(run: RunContext, invocation: Invocation) -> str:
 
 def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bool) -> _Try:
     inv, output = invocation, invocation.output
+    run.tree.before_invocation(run, inv)
     mark = OutputMark.of(output)
     run.observer.phase_started(run.ticket_id, inv.attempt, inv.phase, inv.role, inv.model)
     result = run.executor.invoke(inv)
+    run.tree.after_invocation(run, inv)
     if result.waiting:
         return _Try(result, waiting=_wait(run, inv, result))
     failure, failure_class, sha = _judge(run, inv, result, mark)
@@ -140,7 +144,7 @@ def _judge(
         failure = f"the agent exited 0 but did not write its output {inv.output.name}"
         failure_class = NO_OUTPUT
     # read once, after the written check (a redaction rewrite would look like a write)
-    written = run.store.redact_agent_file(inv.output)  # the agent's file holds no secret
+    written = run.store.redact_agent_file(run.store.dir / inv.output.name)  # holds no secret
     if failure is None and inv.phase in REVIEW_PHASES:
         failure = uncountable_review(written[1] if written else "", inv.output.name)
         failure_class = UNCOUNTABLE if failure else None

@@ -19,7 +19,7 @@ from typing import Any
 from tf_fsm.core import journal as ev
 from tf_fsm.core.escalation import next_tier, phase_plan, resolve, retries_left
 from tf_fsm.core.machine import AttemptFacts
-from tf_fsm.core.next_step import Facts, close_note, next_step
+from tf_fsm.core.next_step import Facts, next_step
 from tf_fsm.core.resume import ResumePoint, gate_decided
 from tf_fsm.core.state import (
     RetryState,
@@ -34,10 +34,14 @@ from tf_fsm.engine.api import Outcome as Outcome
 from tf_fsm.engine.api import OutcomeStatus as OutcomeStatus
 from tf_fsm.engine.api import QuietObserver as QuietObserver
 from tf_fsm.engine.api import RunOptions as RunOptions
+from tf_fsm.engine.api import RunTree
 from tf_fsm.engine.attempt import run_attempt
 from tf_fsm.engine.context import AttemptContext, prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
+from tf_fsm.engine.ticket_file import close_ticket
+from tf_fsm.engine.tree import SharedTree
+from tf_fsm.engine.worktree import open_tree
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.fs.confine import check_within
@@ -74,6 +78,8 @@ class TicketRun:
         self.executor, self.observer = executor, observer
         self.now, self.sleep = now, sleep
         self.prompts = PromptLibrary(root)
+        self.tree: RunTree = SharedTree(root)  # the ticket's worktree once it has one
+        self.head: str | None = None  # the commit the attempt started from (worktree mode)
 
     # -- persistence helpers --------------------------------------------------------------
 
@@ -118,7 +124,9 @@ class TicketRun:
         # on Ctrl-C mid-phase. What the agents left running ends with the run.
         try:
             with self.store.lock(loop=self.options.loop), self.store.batch():
-                return self._locked_run()
+                outcome = self._locked_run()
+                self.tree.after_outcome(self, outcome.status)
+                return outcome
         finally:
             if ended := end_finished():
                 left = f"ended what the agents left running: {describe(ended)}"
@@ -163,6 +171,7 @@ class TicketRun:
             cur = state.current
             self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
             return self.outcome(state, "already_closed", 0, step.reason)
+        self.tree = open_tree(self) or self.tree  # an attempt runs: in the ticket's tree
         if step.action == "resume" and state is not None and step.resume is not None:
             attempt, state = self._resume(state, events, step.resume)
         else:
@@ -232,6 +241,7 @@ class TicketRun:
             # the machine's `start`/`retry` guard checks it again (the next step allowed it)
             retries_left=retries_left(state, self.settings),
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
+            merges=self.tree.merges,
         )
         fail_on = list(self.settings.workflow.failOn)
         prior = (
@@ -239,9 +249,12 @@ class TicketRun:
             if state
             else None
         )
+        if prior is not None and self.tree.kept:
+            prior["kept"] = self.tree.kept  # where a `reset` rollback kept its commits
         return AttemptContext(number, trigger, resolution, plan, facts, prior)
 
     def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
+        self.head = self.tree.begin_attempt(self, state)  # a rollback happens here
         state = state or new_state(self.ticket_id, self.now())
         attempt = self.new_attempt_context(state, trigger)
         number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
@@ -285,16 +298,12 @@ class TicketRun:
             self.ticket = tickets.read(self.root, self.ticket_id)
 
     def close_tk(self, number: int, started: str, reason: str) -> None:
-        """`status: closed` and a note, as `tk close` and `tk add-note` write them. The note
-        names the attempt, so a ticket reopened later by a person is told apart."""
-        note = f"{close_note(number, started)}: quality gate passed; {reason}"
-        note += f". Artifacts: {self.store.dir}"
-        self.edit_ticket(
-            lambda text: tickets.with_note(
-                tickets.with_field(text, "status", "closed"), note, self.now()
-            )
-        )
-        self.ticket = tickets.read(self.root, self.ticket_id)
+        close_ticket(self, number, started, reason)
+
+    def merge(self, attempt: AttemptContext, reason: str) -> str | None:
+        from tf_fsm.engine.merge_step import merge_ticket
+
+        return merge_ticket(self, attempt, reason)
 
     def _journal_start(self, attempt: AttemptContext, flush: bool = True) -> None:
         res = attempt.resolution
@@ -305,6 +314,7 @@ class TicketRun:
             trigger=attempt.trigger,
             escalation=res.escalation_record().to_json_dict(),
             models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
+            **({"head": self.head} if self.head else {}),
         )
 
     def write_chain_context(self, attempt: AttemptContext) -> None:
@@ -319,6 +329,8 @@ class TicketRun:
             raise ValueError("nothing to resume")
         attempt = self.resumed_attempt(cur.attemptNumber, cur.trigger, cur.tier, point)
         attempt.resumed_from = cur.status
+        # the commit it resumes from: where it started, when it was never journaled as started
+        self.head = self.tree.resume_attempt(self, cur.attemptNumber, finished=point.finished)
         state = self.save(reopen_attempt(state, self.now()))
         started = any(
             isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
@@ -354,7 +366,8 @@ class TicketRun:
         )
         plan = phase_plan(number, self.settings, self.options.research, resolution)
         facts = AttemptFacts(
-            self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r)
+            self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r),
+            merges=self.tree.merges,
         )
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
         saved = context.load_saved(self.store.chain_context_path)

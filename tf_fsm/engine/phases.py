@@ -83,6 +83,9 @@ class PhaseRunner:
         )
         failure = self._phases[phase]()
         if failure is None:
+            # The tree the phase left is committed before its completion is journaled: a
+            # resume after a crash in between runs the phase again on top of that commit.
+            self.run_.tree.after_phase(self.run_, self.attempt.number, phase)
             artifact = PHASE_ARTIFACT[phase]
             data = (self.store.dir / artifact).read_bytes()
             self.run_.event(
@@ -135,9 +138,9 @@ class PhaseRunner:
             phase,
             self.attempt.resolution.roles[role],
             ticket=ticket_view(run.ticket),
-            artifact_dir=self.store.dir,
-            output=output,
-            chain_context=self.store.chain_context_path,
+            artifact_dir=run.tree.agent_path(self.store.dir),
+            output=run.tree.agent_path(output),
+            chain_context=run.tree.agent_path(self.store.chain_context_path),
             flags=run.options.flags(),
             fail_on=self.fail_on,
             gate_feedback=gate_feedback,

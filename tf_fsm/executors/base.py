@@ -29,6 +29,12 @@ class Invocation:
     chain_context: Path
     log_file: Path
     timeout: float | None = None
+    #: where the agent runs: the ticket's worktree, or (None) the project root
+    cwd: Path | None = None
+
+    @property
+    def workdir(self) -> Path:
+        return self.cwd or self.root
 
     def variables(self) -> dict[str, str]:
         """The invocation's facts by name: TF_<NAME> in the environment, {name} in argv."""

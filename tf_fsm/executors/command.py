@@ -87,9 +87,12 @@ class CommandExecutor:
 
     def invoke(self, invocation: Invocation) -> InvocationResult:
         argv, unmapped = self.command_line(invocation)
+        if os.sep in argv[0] and not Path(argv[0]).is_absolute():
+            # a program named relative to the project root, wherever the agent runs
+            argv = [str(self.root / argv[0]), *argv[1:]]
         result = run_process(
             argv,
-            cwd=invocation.root,
+            cwd=invocation.workdir,
             env={**self.environ, **invocation.environment()},
             stdin=invocation.prompt,
             timeout=invocation.timeout,

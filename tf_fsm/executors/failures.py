@@ -25,6 +25,11 @@ NO_OUTPUT = "no_output"  # exited 0 without writing its artifact
 UNCOUNTABLE = "uncountable"  # a reviewer's file with no severity sections or statistics
 QUALITY = "quality"  # the quality gate blocked the attempt
 BUDGET = "budget"  # workflow.escalation.maxCostUsd is spent
+#: the merge queue: the rebase onto the moved base conflicts, or a gate fails after it
+MERGE_CONFLICT = "merge_conflict"
+#: the merge queue: the base branch's checkout cannot take the merge now (its own staged
+#: changes, a person's merge in progress, a hook refusing the commit)
+MERGE_REFUSED = "merge_refused"
 
 TRANSIENT: frozenset[str] = frozenset({CRASH, TIMEOUT, KILLED, PROVIDER})
 #: exit codes a shell reports for a child killed by SIGKILL / SIGTERM (128 + signal number)

@@ -134,7 +134,7 @@ class ScriptedExecutor:
                     failure_class=failure.failureClass,
                 )
         text = self._write(invocation, script)
-        atomic_write_text(invocation.output, text, within=invocation.root)
+        atomic_write_text(invocation.output, text, within=invocation.artifact_dir)
         return InvocationResult(
             ok=True,
             duration=time.monotonic() - started,
@@ -179,7 +179,7 @@ class ScriptedExecutor:
             cleared = [f for f in open_findings if f.fixedBy == "*" or inv.model in f.fixedBy]
             memory = self._memory(inv)
             memory["fixed"] = sorted({*memory["fixed"], *(f.id for f in cleared)})
-            atomic_write_json(inv.artifact_dir / MEMORY_FILE, memory, within=inv.root)
+            atomic_write_json(inv.artifact_dir / MEMORY_FILE, memory, within=inv.artifact_dir)
             lines = [f"# Fixes: {inv.ticket_id}", "", "## Fixes Applied"]
             lines += [f"- [{f.severity}] {f.text}" for f in cleared] or ["- none"]
             left = [f for f in open_findings if f not in cleared]

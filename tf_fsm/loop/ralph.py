@@ -21,23 +21,17 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
-from tf_fsm._json_input import load_json
 from tf_fsm.core.escalation import resolve
 from tf_fsm.core.next_step import Facts, next_step
 from tf_fsm.core.resume import gate_decided
 from tf_fsm.engine.accounting import unpriced_refusal
-from tf_fsm.errors import (
-    EXIT_INTERRUPTED,
-    EXIT_LOCKED,
-    CorruptStateError,
-    InvalidTicketIdError,
-    TicketError,
-)
+from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
+from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.fs.atomic import append_durably, make_dirs
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
+from tf_fsm.loop.unfinished import unfinished_merges
 from tf_fsm.loop.view import Reporter
 from tf_fsm.loop.worker import (
     LOCKED,
@@ -53,6 +47,7 @@ from tf_fsm.loop.worker import (
     stop_server,
     sweep_outcome_files,
     wait_for_orphaned_workers,
+    worker_outcome,
 )
 from tf_fsm.process.strays import end_orphans, process_mark
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
@@ -61,6 +56,8 @@ from tf_fsm.tk import selection, tickets
 from tf_fsm.views.status import readable_journal
 
 RALPH_DIR = Path(".tf/ralph")
+#: an attempt the merge queue refused: a person acts first, so the loop does not rerun it
+MERGE_FAILURES = frozenset({MERGE_CONFLICT, MERGE_REFUSED})
 
 
 @dataclass
@@ -101,6 +98,11 @@ class Loop:
         self._scan_cache = tickets.ScanCache()
         #: this loop, named for good: its workers note it with their ticket's lock
         self.mark = process_mark()
+        #: each ticket in a worktree of its own: untagged tickets may run side by side
+        self.worktrees = False
+        #: tickets tk calls closed whose attempt is still open: merged by a run killed before
+        #: it recorded the merge (the merge commit closes the tk ticket); run first, once
+        self.unfinished: list[str] = []
 
     # -- choosing ---------------------------------------------------------------------------
 
@@ -115,7 +117,8 @@ class Loop:
         ready = sorted(
             (ln.record for ln in lines), key=lambda r: (self.runs.get(r.id, 0), order[r.id])
         )
-        return [r for r in ready if r.id not in self.running]
+        unfinished = [backlog.records[t] for t in self.unfinished if t in backlog.records]
+        return [r for r in unfinished + ready if r.id not in self.running]
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
         """Run it, or why not; reads only this ticket's files. The decision of what runs next
@@ -147,6 +150,8 @@ class Loop:
         cur = state.current if state else None
         from_error = step.action == "resume" and cur is not None and cur.status == "error"
         if from_error and cur is not None:
+            if cur.failureClass in MERGE_FAILURES and not self.options.resume_errors:
+                return Skip(cur.reason or "the merge was refused")  # it says what to do
             if not self.options.resume_errors:
                 return Skip(
                     f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
@@ -232,6 +237,9 @@ class Loop:
             )
         if ended := end_orphans():
             self.reporter.note(ended)
+        self.unfinished = unfinished_merges(self.root, self.settings, self.store)
+        for ticket in self.unfinished:
+            self.reporter.note(f"{ticket}: merged by a run that was killed before recording it")
         wait_for_orphaned_workers(
             self.knowledge, self.store, self.reporter.note, self.options.poll_seconds,
             lambda: self.stopping,
@@ -260,7 +268,9 @@ class Loop:
     def _fill(self) -> None:
         if len(self.running) >= self.options.workers or not self._budget_left():
             return
-        allow = self.ralph.parallelAllowUntagged
+        # In worktrees tickets cannot step on each other's files: component tags only keep
+        # tickets of one component apart (fewer merge conflicts), untagged ones run freely.
+        allow = self.ralph.parallelAllowUntagged or self.worktrees
         for rec in self.candidates(self.scan()):
             if len(self.running) >= self.options.workers or not self._budget_left():
                 return
@@ -291,6 +301,10 @@ class Loop:
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
         argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
+        if self.options.worktree is not None:
+            argv.append("--worktree" if self.options.worktree else "--no-worktree")
+        if self.options.workers > 1:
+            argv.append("--parallel")
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
         append_durably(log, header.encode(), within=self.root)
@@ -336,23 +350,9 @@ class Loop:
     def _finish(self, worker: _Worker) -> None:
         out, code = worker.proc.result()
         plan = worker.plan
-        data: dict[str, Any] = {}
-        for line in reversed(out.splitlines()):
-            try:
-                parsed = load_json(line)
-            except ValueError:
-                continue
-            if isinstance(parsed, dict) and "status" in parsed:
-                data = parsed
-                break
-        if data:
-            outcome, reason = str(data["status"]), str(data.get("reason", ""))
-        elif code == EXIT_LOCKED:  # the worker's `tf-fsm run` was refused the lock
-            outcome, reason = "locked", LOCKED
-        elif code in (EXIT_INTERRUPTED, -signal.SIGINT) or self.stopping:
-            outcome, reason = "interrupted", "interrupted; the attempt is resumable"
-        else:
-            outcome, reason = "failed", log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
+        outcome, reason = worker_outcome(out, code, bool(self.stopping))
+        if outcome == "failed":
+            reason = log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
         result = RunResult.build(
@@ -382,6 +382,7 @@ def run_ralph(
     `worker` runs one ticket in a worker process."""
     from tf_fsm.executors import make_executor
     from tf_fsm.loop.progress_file import ProgressFile
+    from tf_fsm.workspace import mode
 
     progress = None if dry_run else ProgressFile(root / RALPH_DIR / "progress.md", root)
     reporter = Reporter(progress, json_lines)
@@ -392,4 +393,8 @@ def run_ralph(
         return None
     # A missing agent program would fail every worker the same way: refuse once, up front.
     make_executor(settings, root).check()
+    chosen = mode.for_loop(root, settings, explicit=options.worktree, workers=options.workers)
+    loop.worktrees = chosen.worktree
+    if chosen.note:
+        reporter.note(chosen.note)
     return loop.run()

@@ -16,6 +16,8 @@ class LoopOptions:
     assignee: str | None = None
     tag: str | None = None
     poll_seconds: float = 0.1
+    #: --worktree / --no-worktree, passed on to every worker; None: the settings decide
+    worktree: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm._json_input import load_json
-from tf_fsm.errors import InvalidTicketIdError
+from tf_fsm.errors import EXIT_INTERRUPTED, EXIT_LOCKED, InvalidTicketIdError
 from tf_fsm.process.strays import mark_alive
 from tf_fsm.storage import lock as _ticket_lock
 from tf_fsm.storage.store import TicketStore
@@ -32,6 +32,24 @@ def lock_holder(store: TicketStore) -> int:
 LOCKED = "locked by another process"
 #: how long a new loop waits for the workers of a killed loop to stop (they stop by themselves)
 ORPHAN_WAIT_SECONDS = 15.0
+
+
+def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str]:
+    """(outcome, reason) of a finished worker: its outcome line (the last JSON object with a
+    `status` on its stdout), else what its exit code says; "failed" with no reason yet when
+    neither tells (the caller reads the log's tail)."""
+    for line in reversed(out.splitlines()):
+        try:
+            parsed = load_json(line)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict) and "status" in parsed:
+            return str(parsed["status"]), str(parsed.get("reason", ""))
+    if code == EXIT_LOCKED:  # the worker's `tf-fsm run` was refused the lock
+        return "locked", LOCKED
+    if code in (EXIT_INTERRUPTED, -signal.SIGINT) or stopping:
+        return "interrupted", "interrupted; the attempt is resumable"
+    return "failed", ""
 
 
 def locked_reason(store: TicketStore, holder: int) -> str:

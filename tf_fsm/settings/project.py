@@ -20,6 +20,18 @@ ROOT_ENV = "TF_FSM_ROOT"
 DEFAULT_KNOWLEDGE_DIR = ".tf/knowledge"
 #: a cache: which settings bytes last passed validation (record_checked_settings)
 SETTINGS_RECORD_RELPATH = Path(".tf/cache/settings-checked.json")
+#: what `tf-fsm init` writes so that git never sees tf_fsm's run state (docs/workspaces.md):
+#: the tickets' records, the loop's files and worktrees, caches. Settings and prompt
+#: overrides (`.tf/config`, `.tf/prompts`) and knowledge topics stay committable.
+STATE_IGNORE_RELPATH = Path(".tf/.gitignore")
+STATE_IGNORE = """\
+# tf-fsm's run state: written by every run, never committed (docs/workspaces.md)
+/knowledge/tickets/
+/ralph/
+/cache/
+"""
+#: the same paths, from the project root (for a repository whose .tf/.gitignore is missing)
+STATE_PATHS: tuple[str, ...] = (".tf/knowledge/tickets/", ".tf/ralph/", ".tf/cache/")
 
 
 def find_project_root(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import difflib
 import string
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from tf_fsm.settings.project import DEFAULT_KNOWLEDGE_DIR
+from tf_fsm.settings.section import OsStr, no_nul
+from tf_fsm.settings.section import Section as _Section
 from tf_fsm.settings.severity import SEVERITIES, normalize_severity
+from tf_fsm.settings.workspace import Workspace
 
 REVIEWER_ROLES: tuple[str, ...] = (
     "reviewer-general",
@@ -31,7 +34,6 @@ PI_ONLY_ROLES = frozenset({"review-merge", "researcher-fetch"})
 #: prompts entries naming the worker's metaModel, in order of precedence
 WORKER_PROMPT_KEYS: tuple[str, ...] = ("tf-implement", "tf")
 
-_WORKTREES = "git worktrees are not supported yet; tickets run in the project's working tree"
 #: Keys pi-ticketflow acts on and tf_fsm accepts without acting on them (docs/settings.md):
 #: dotted key -> why, for the load-time warning a project file that sets one gets.
 IGNORED_KEYS: dict[str, str] = {
@@ -42,10 +44,6 @@ IGNORED_KEYS: dict[str, str] = {
     "workflow.researchParallelAgents": "the research phase runs one researcher",
     "workflow.exclude": "a pi-ticketflow option tf_fsm does not act on",
     "workflow.chainMode": "a pi-ticketflow option tf_fsm does not act on",
-    "ralph.parallelWorktreesDir": _WORKTREES,
-    "ralph.parallelKeepWorktrees": _WORKTREES,
-    "ralph.parallelAutoMerge": _WORKTREES,
-    "ralph.serialUseWorktree": _WORKTREES,
 }
 DEFAULT_FAIL_ON: tuple[str, ...] = ("Critical", "Major")
 
@@ -129,22 +127,6 @@ PACKAGE_DEFAULTS: dict[str, Any] = {
 }
 
 
-class _Section(BaseModel):
-    # allow_inf_nan=False: every float setting is finite (JSON has no Infinity or NaN, and
-    # `--json` output must stay JSON).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-def _no_nul(value: str) -> str:
-    if "\0" in value:
-        raise ValueError("contains a NUL character (\\u0000), which no path or argument can hold")
-    return value
-
-
-#: a string tf_fsm hands to the OS as a path or a command argument, where NUL cannot go
-OsStr = Annotated[str, AfterValidator(_no_nul)]
-
-
 class MetaModel(_Section):
     model: OsStr = Field(min_length=1)  # an agent's argument, as thinking is
     thinking: OsStr | None = None
@@ -182,7 +164,10 @@ class QualityGate(_Section):
     #: None: workflow.qualityGateMaxRetries
     maxRetries: int | None = Field(default=None, ge=0, le=MAX_TRIES)
     timeoutSeconds: float = Field(default=180.0, gt=0, le=MAX_SECONDS)
-    cwd: OsStr | None = None  # relative to the project root
+    cwd: OsStr | None = None  # relative to the project root (the ticket's worktree in one)
+    #: the JUnit XML report the command writes, relative to its cwd: with one, a failure
+    #: blocks only for tests that did not fail on the base commit too (docs/gates.md)
+    junitXml: OsStr | None = None
 
     @field_validator("command", mode="after")
     @classmethod
@@ -190,7 +175,7 @@ class QualityGate(_Section):
         if not command or (isinstance(command, list) and not command[0]):
             raise ValueError("must be a non-empty command line or argv list")
         for part in [command] if isinstance(command, str) else command:
-            _no_nul(part)  # here, not in the annotation: a union would report it twice
+            no_nul(part)  # here, not in the annotation: a union would report it twice
         return command
 
 
@@ -254,11 +239,15 @@ class Ralph(_Section):
     maxIterations: int = Field(default=50, ge=1, le=MAX_ITERATIONS)
     parallelAllowUntagged: bool = False
     componentTagPrefix: str = "component:"
-    # pi-ticketflow keys tf_fsm accepts and does not act on (IGNORED_KEYS).
-    parallelWorktreesDir: Any = None
-    parallelKeepWorktrees: Any = None
-    parallelAutoMerge: Any = None
-    serialUseWorktree: Any = None
+    # pi-ticketflow's worktree keys, as pi-ticketflow reads them (docs/workspaces.md)
+    #: where each ticket's worktree is made, relative to the project root
+    parallelWorktreesDir: OsStr = Field(default=".tf/ralph/worktrees", min_length=1)
+    #: keep a merged ticket's worktree and branch instead of removing them
+    parallelKeepWorktrees: bool = False
+    #: merge a ticket whose gate passed into the base branch (false: it closes on its branch)
+    parallelAutoMerge: bool = True
+    #: one ticket at a time (`tf-fsm run`, `ralph --workers 1`) runs in a worktree too
+    serialUseWorktree: bool = False
 
 
 #: The `{placeholders}` an `executor.command` argv may use (the TF_* variables, lower case).
@@ -345,3 +334,4 @@ class Settings(_Section):
     workflow: Workflow = Workflow()
     ralph: Ralph = Ralph()
     executor: Executor = Executor()
+    workspace: Workspace = Workspace()

@@ -8,7 +8,8 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tf_fsm.core.journal import JournalLineError, JournalTailDropped, decode, timestamp
+from tf_fsm.core.journal import JournalTailDropped, timestamp
+from tf_fsm.core.journal_codec import JournalLineError, decode
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_line

@@ -23,7 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from tf_fsm.core.journal import Event, JournalRead
+from tf_fsm.core.journal import Event
+from tf_fsm.core.journal_codec import JournalRead
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
 from tf_fsm.storage.redact import Redactor

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tf_fsm.core.journal import Event, encode
+from tf_fsm.core.journal import Event
+from tf_fsm.core.journal_codec import encode
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.storage.redact import Redactor
 

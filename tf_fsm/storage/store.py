@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING
 
 from tf_fsm.core.journal import (
     Event,
-    JournalLineError,
-    JournalRead,
     RetryStateReset,
     StaleTempFilesRemoved,
-    decode,
     timestamp,
 )
+from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError

@@ -56,9 +56,16 @@ class Diagnosis:
         }
 
 
-def _invocations(root: Path, settings: LoadedSettings) -> list[tuple[int, Invocation]]:
-    """One invocation per phase and role, on attempts 1, 2 and 3 (escalation changes models)."""
+def _invocations(
+    root: Path, settings: LoadedSettings, cwd: Path
+) -> list[tuple[int, Invocation]]:
+    """One invocation per phase and role, on attempts 1, 2 and 3 (escalation changes models),
+    as an agent working in `cwd` (the project root, or a ticket's worktree) is given them."""
     ticket_dir = knowledge_dir(root, settings) / "tickets" / SAMPLE_TICKET
+    if cwd != root:  # a worktree: the ticket's files at the same relative path inside it
+        from tf_fsm.workspace.model import ticket_dir_in
+
+        ticket_dir = ticket_dir_in(cwd, root, ticket_dir)
     single = [(phase, role, artifact) for phase, (role, artifact) in SINGLE_ROLE.items()]
     reviews = [("review", role, name) for role, name in REVIEW_FILES.items()]
     calls = [*single[:2], *reviews, *single[2:]]  # phase order: research ... close
@@ -80,7 +87,7 @@ def _invocations(root: Path, settings: LoadedSettings) -> list[tuple[int, Invoca
                         artifact_dir=ticket_dir, output=ticket_dir / artifact, prompt="",
                         prompt_file=ticket_dir / "prompts" / f"{name}.md",
                         chain_context=ticket_dir / "chain-context.json",
-                        log_file=ticket_dir / "logs" / f"{name}.log",
+                        log_file=ticket_dir / "logs" / f"{name}.log", cwd=cwd,
                     ),
                 )
             )  # fmt: skip
@@ -133,7 +140,8 @@ def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
     else:
         diag.notes.append("version not checked: a custom command may not take --version")
     seen: set[tuple[str, str]] = set()
-    for number, inv in _invocations(root, settings):
+    cwd = _agents_cwd(root, settings, diag)
+    for number, inv in _invocations(root, settings, cwd):
         argv, problems = executor.command_line(inv)
         for problem in problems:  # every role named, on the first attempt it shows on
             if (inv.role, problem) not in seen:
@@ -142,6 +150,31 @@ def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
         if number == 1:
             diag.commands.append(
                 {"phase": inv.phase, "role": inv.role, "model": inv.model,
-                 "thinking": inv.thinking, "argv": argv}
+                 "thinking": inv.thinking, "argv": argv, "cwd": str(inv.workdir)}
             )  # fmt: skip
     return diag
+
+
+def _agents_cwd(root: Path, settings: LoadedSettings, diag: Diagnosis) -> Path:
+    """Where the agents run: a ticket's worktree when the loop's tickets run in worktrees
+    (docs/workspaces.md; shown for the sample ticket), else the project root."""
+    from tf_fsm.errors import WorkspaceError
+    from tf_fsm.workspace import mode
+    from tf_fsm.workspace.model import branch_name, worktree_path
+
+    workers = settings.settings.ralph.parallelWorkers
+    try:
+        chosen = mode.for_loop(root, settings, explicit=None, workers=workers)
+    except WorkspaceError as exc:
+        diag.notes.append(str(exc))
+        return root
+    if chosen.note:
+        diag.notes.append(chosen.note)
+    if not chosen.worktree:
+        return root
+    tree = worktree_path(root, settings, SAMPLE_TICKET)
+    diag.notes.append(
+        f"tickets run in worktrees: each in {tree.parent}/<id> on branch "
+        f"{branch_name(settings, '<id>')}, its agents' working directory (docs/workspaces.md)"
+    )
+    return tree

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core import machine as fsm
+from tf_fsm.core import workspace_events as wev
 from tf_fsm.errors import TicketError
 
 if TYPE_CHECKING:
@@ -70,60 +72,135 @@ def _after(phase: str) -> str:
 
 def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
     """Map journal events onto edges of the table; `current` comes from retry-state.json."""
-    edges = {(e.source, e.trigger, e.dest) for e in fsm.TRANSITIONS}
-    history = History(ticket_id, current)
-    state, last = fsm.INITIAL, fsm.phase_state(fsm.PHASES[-1])
-    ran: dict[str, list[str]] = {}  # phase -> "aN role model" lines of this attempt
-    gates: dict[str, str] = {}  # gate name -> its last verdict this attempt
+    replayer = _Replayer(History(ticket_id, current))
+    for event in events:
+        if not replayer.lifecycle(event):
+            replayer.workspace(event)
+    history = replayer.history
+    if current in history.visited:
+        history.visited.remove(current)  # styled as the current state instead
+    return history
 
-    def take(source: str, trigger: str, dest: str, notes: list[str]) -> None:
-        nonlocal state
-        if (source, trigger, dest) in edges:
+
+_CLOSE = fsm.phase_state(fsm.PHASES[-1])
+#: the checkpoint of a person's fix for the merge (a resumed merge), not a phase's
+_MERGE_FIX = "merge"
+
+
+@dataclass
+class _Replayer:
+    """The replay's walk: where the ticket stands, and the notes gathered for the next edges."""
+
+    history: History
+    state: str = fsm.INITIAL
+    ran: dict[str, list[str]] = field(default_factory=dict)  # phase -> this attempt's notes
+    gates: dict[str, str] = field(default_factory=dict)  # gate name -> its last verdict
+    merging: list[str] = field(default_factory=list)  # notes of the merge under way
+    aside: list[str] = field(default_factory=list)  # work set aside: noted on the next edge
+
+    def take(self, source: str, trigger: str, dest: str, notes: list[str]) -> None:
+        history = self.history
+        notes, self.aside = [*notes, *self.aside], []
+        if (source, trigger, dest) in _edges():
             history.taken.setdefault((source, trigger, dest), []).extend(notes)
         else:
             history.unmapped.append(f"{notes[0].split()[0]}: {source} --{trigger}--> {dest}")
         history.visited.extend(s for s in (source, dest) if s not in history.visited)
-        state = dest
+        self.state = dest
 
-    for event in events:
+    def lifecycle(self, event: ev.Event) -> bool:
+        """The lifecycle's own events; False for any other."""
         a = f"a{event.attempt}"
         match event:
             case ev.RetryStateReset():
-                state = fsm.INITIAL
-                history.attempts.append("--retry-reset: attempt numbers start again at 1")
+                self.state = fsm.INITIAL
+                self.history.attempts.append("--retry-reset: attempt numbers start again at 1")
             case ev.AttemptStarted(trigger=why):
-                ran, gates = {}, {}
+                self.ran, self.gates, self.merging = {}, {}, []
                 up = _models_line(escalated_models(event))
-                history.attempts.append(f"{a}: {up or 'base models'}")
-                trigger = "retry" if state == fsm.BLOCKED else "start"
-                first = fsm.phase_state(fsm.PHASES[0])
+                self.history.attempts.append(f"{a}: {up or 'base models'}")
+                trigger = "retry" if self.state == fsm.BLOCKED else "start"
                 models = f"escalated {up}" if up else "base models"
-                take(state, trigger, first, [f"{a} trigger {why}, {models}"])
+                self.take(self.state, trigger, fsm.phase_state(fsm.PHASES[0]),
+                          [f"{a} trigger {why}, {models}"])  # fmt: skip
             case ev.InvocationFinished(phase=phase, role=role, model=model):
-                ran.setdefault(phase, []).append(f"{a} {role} {model}")
+                self.ran.setdefault(phase, []).append(f"{a} {role} {model}")
             case ev.PhaseSkipped(phase=phase):
-                take(fsm.phase_state(phase), "skip", _after(phase), [a])
-            case ev.PhaseCompleted(phase=phase) if fsm.phase_state(phase) != last:
-                take(fsm.phase_state(phase), "complete", _after(phase), ran.pop(phase, [a]))
+                self.take(fsm.phase_state(phase), "skip", _after(phase), [a])
+            case ev.PhaseCompleted(phase=phase) if fsm.phase_state(phase) != _CLOSE:
+                self.take(fsm.phase_state(phase), "complete", _after(phase),
+                          self.ran.pop(phase, [a]))  # fmt: skip
             case ev.PhaseFailed(phase=phase, role=role):
-                take(fsm.phase_state(phase), "fail", fsm.ERROR, [f"{a} {phase} {role} failed"])
-            case ev.GateEvaluated(name=name, passed=passed, counts=counts, exitCode=code):
-                if counts is not None:
-                    found = ", ".join(f"{k} {v}" for k, v in counts.items() if v)
-                    gates[name] = f"{a} gate {found or 'no findings'}"
-                else:
-                    verdict = "passed" if passed else f"failed (exit {code})"
-                    gates[name] = f"{a} gate {name} {verdict}"
+                self.take(fsm.phase_state(phase), "fail", fsm.ERROR, [f"{a} {phase} {role} failed"])
+            case ev.GateEvaluated():
+                self.gates[event.name] = _verdict(a, event)
+            case ev.TicketClosed() if self.state == fsm.MERGING:
+                self.take(fsm.MERGING, "merged", fsm.CLOSED, self._merge_notes(a))
             case ev.TicketClosed() | ev.TicketBlocked():
                 dest = fsm.CLOSED if isinstance(event, ev.TicketClosed) else fsm.BLOCKED
-                notes = ran.pop(fsm.PHASES[-1], [a]) + list(gates.values())
-                take(last, "complete", dest, notes)
+                self.take(_CLOSE, "complete", dest, self._close_notes(a))
             case ev.AttemptResumed(phase=phase):
-                ran = {}
-                take(state, "resume", fsm.phase_state(phase), [a])
-    if current in history.visited:
-        history.visited.remove(current)  # styled as the current state instead
-    return history
+                # a person's fix for the merge is committed as the attempt resumes
+                self.ran = {k: v for k, v in self.ran.items() if k == _MERGE_FIX}
+                if self.state == fsm.ERROR:
+                    self.take(fsm.ERROR, "resume", fsm.phase_state(phase), [a])
+                else:  # an attempt in progress picks up where it stood: the machine takes no edge
+                    self.state = fsm.phase_state(phase)
+            case _:
+                return False
+        return True
+
+    def workspace(self, event: ev.Event) -> None:
+        """The workspace's events: a checkpoint goes with its phase's edge, the merge's steps
+        with the edges of `merging`."""
+        a = f"a{event.attempt}"
+        match event:
+            case wev.CheckpointCommitted(phase=phase, sha=sha):
+                self.ran.setdefault(phase, []).append(f"{a} checkpoint {sha[:8]}")
+            case wev.WorkSetAside(ref=ref):  # before the retry or resume it is made for
+                self.aside.append(f"{a} work set aside under {ref}")
+            case wev.MergeStarted(base=base, strategy=strategy):
+                self._enter_merging(a)
+                self.merging.append(f"{a} merge into {base} ({strategy})")
+            case wev.MergeRebased(baseSha=onto):
+                self.merging.append(f"{a} rebased onto {onto[:8]}")
+            case wev.MergeCompleted(commit=commit, base=base, already=already):
+                self._enter_merging(a)
+                found = " (found merged already)" if already else ""
+                self.merging.append(f"{a} merged into {base} as {commit[:8]}{found}")
+            case wev.MergeRefused(failureClass=why, files=files):
+                self._enter_merging(a)
+                where = f" in {', '.join(files[:5])}" if files else ""
+                self.take(fsm.MERGING, "fail", fsm.ERROR, [f"{a} merge refused: {why}{where}"])
+
+    def _enter_merging(self, a: str) -> None:
+        """close --complete--> merging, once per merge (a merge found done, or refused before it
+        started, journals no MergeStarted)."""
+        if self.state != fsm.MERGING:
+            self.merging = []
+            self.take(_CLOSE, "complete", fsm.MERGING, self._close_notes(a))
+
+    def _close_notes(self, a: str) -> list[str]:
+        notes = self.ran.pop(fsm.PHASES[-1], [a]) + self.ran.pop(_MERGE_FIX, [])
+        notes += self.gates.values()
+        self.gates = {}  # gates run again after a rebase go with the merge
+        return notes
+
+    def _merge_notes(self, a: str) -> list[str]:
+        return (self.merging or [a]) + list(self.gates.values())
+
+
+def _verdict(a: str, event: ev.GateEvaluated) -> str:
+    if event.counts is not None:
+        found = ", ".join(f"{k} {v}" for k, v in event.counts.items() if v)
+        return f"{a} gate {found or 'no findings'}"
+    verdict = "passed" if event.passed else f"failed (exit {event.exitCode})"
+    return f"{a} gate {event.name} {verdict}"
+
+
+@cache
+def _edges() -> frozenset[Key]:
+    return frozenset((e.source, e.trigger, e.dest) for e in fsm.TRANSITIONS)
 
 
 def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
@@ -131,6 +208,7 @@ def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     from tf_fsm.core.resume import live_phase
     from tf_fsm.settings.load import load_settings
     from tf_fsm.storage.store import open_store
+    from tf_fsm.views.status import lifecycle_state
 
     store = open_store(root, load_settings(root), ticket_id)
     if not store.journal_path.is_file():
@@ -140,8 +218,7 @@ def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
     cur = state.current if state else None
     events = store.read_events().events
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
-    current = fsm.state_of_attempt(cur.status if cur else None, phase)
-    return replay(ticket_id, events, current), store
+    return replay(ticket_id, events, lifecycle_state(cur, phase, events)), store
 
 
 def backlog_history(root: Path) -> History:

@@ -111,11 +111,43 @@ def plan(run: TicketRun) -> dict[str, Any]:
         tier=attempt.resolution.tier,
         escalatedRoles=attempt.resolution.escalated_roles,
         priorFailure=attempt.prior_failure is not None,
+        tree=tree_plan(run),
         phases=phases,
     )
     if any(p["phase"] == "verify" and p["runs"] for p in phases):
         out.update(gate_plan(runner))
     return out
+
+
+def tree_plan(run: TicketRun) -> dict[str, Any]:
+    """Where the attempt would run: the ticket's own worktree or the project's tree, chosen as
+    `run` chooses (tf_fsm.workspace.mode), and nothing made. `refused`: why `run` would stop
+    with exit 2 instead (e.g. --worktree outside a git repository)."""
+    from tf_fsm.errors import WorkspaceError
+    from tf_fsm.workspace import mode, worktree
+    from tf_fsm.workspace.model import branch_name, worktree_path
+
+    root, settings, ticket_id = run.root, run.settings, run.ticket_id
+    out: dict[str, Any] = {"worktree": False, "note": None, "refused": None}
+    try:
+        chosen = mode.choose(root, settings, ticket_id, explicit=run.options.worktree,
+                             parallel=run.options.parallel)  # fmt: skip
+        found, base = None, None
+        if chosen.worktree:  # as `run` names it: its recorded base, else today's
+            found = worktree.find(root, settings, ticket_id)
+            base = found.base_branch if found else worktree.base_branch(root, settings)
+    except WorkspaceError as exc:
+        return {**out, "refused": exc.message, "summary": f"refused: {exc.message} (run exits 2)"}
+    if not chosen.worktree:
+        note = f" ({chosen.note})" if chosen.note else ""
+        return {**out, "note": chosen.note, "summary": f"the project's working tree{note}"}
+    path, branch = worktree_path(root, settings, ticket_id), branch_name(settings, ticket_id)
+    shown = path.relative_to(root) if path.is_relative_to(root) else path
+    return {
+        **out, "worktree": True, "path": str(path), "branch": branch, "base": base,
+        "exists": found is not None,
+        "summary": f"the ticket's worktree {shown} (branch {branch} from {base})",
+    }  # fmt: skip
 
 
 def _budget(run: TicketRun, check: BudgetCheck | None, reset_away: bool) -> dict[str, Any] | None:

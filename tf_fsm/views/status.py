@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from tf_fsm.core.journal import Event
     from tf_fsm.core.next_step import TkFile
-    from tf_fsm.core.state import RetryState
+    from tf_fsm.core.state import Attempt, RetryState
     from tf_fsm.storage.store import TicketStore
     from tf_fsm.tk.backlog import TkRecord
 
@@ -89,13 +89,12 @@ def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
     return {
         "ticket": ticket_id, "next": upcoming, "state": None, "status": None, "attempt": None,
         "retryCount": None, "maxRetries": None, "skip": refuses(upcoming), "escalatedRoles": [],
-        "lastFailure": None,
+        "lastFailure": None, "workspace": None,
     }  # fmt: skip
 
 
 def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
     from tf_fsm.core.escalation import retries_left
-    from tf_fsm.core.machine import state_of_attempt
     from tf_fsm.core.resume import live_phase
     from tf_fsm.storage.store import open_store
 
@@ -124,7 +123,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     return {
         "ticket": ticket_id,
         "next": upcoming,
-        "state": state_of_attempt(cur.status if cur else None, phase),
+        "state": lifecycle_state(cur, phase, events),
         "status": state.status if state else None,
         "phase": phase,
         "attempt": cur.attemptNumber if cur else None,
@@ -143,7 +142,94 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
         ),
         "stopReason": state.stopReason if state else None,
         **spend,
+        "workspace": workspace_of(events, cur.attemptNumber if cur else None),
     }
+
+
+#: the state words of a ticket whose workspace `tf-fsm workspaces prune` takes unnamed: no
+#: attempt will run on it any more (besides a ticket with no state or no ticket file)
+DONE_WITH = ("closed", "exhausted")
+
+
+def state_words(row: dict[str, Any]) -> str:
+    """A status row's state as one phrase: `in_progress at implement`, `blocked` (retries
+    left), `exhausted` (blocked, and no attempt may run: retries spent, the budget spent or
+    the same failure repeated), `error (merge_conflict)`, `merging`, `closed`, or `no ticket
+    state` for a ticket never run."""
+    from tf_fsm.core.machine import BLOCKED, ERROR, phase_of
+
+    state = row["state"]
+    if row.get("status") is None:
+        return "no ticket state"
+    if phase_of(state) is not None:
+        return f"in_progress at {phase_of(state)}"
+    if state == ERROR and row.get("failureClass"):
+        return f"error ({row['failureClass']})"
+    return "exhausted" if state == BLOCKED and row["skip"] else str(state)
+
+
+def lifecycle_state(cur: Attempt | None, phase: str | None, events: Sequence[Event]) -> str:
+    """The lifecycle state the ticket's current attempt stands in (derived, never stored):
+    `merging` while its merge is under way (or was, when the run was killed in it)."""
+    from tf_fsm.core import workspace_events as wev
+    from tf_fsm.core.machine import MERGING, state_of_attempt
+    from tf_fsm.engine.accounting import attempt_events
+
+    state = state_of_attempt(cur.status if cur else None, phase)
+    if cur is None or cur.status != "in_progress":
+        return state
+    steps = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
+    mine = [e for e in attempt_events(events, cur.attemptNumber) if isinstance(e, steps)]
+    return MERGING if mine and isinstance(mine[-1], wev.MergeStarted | wev.MergeRebased) else state
+
+
+def workspace_of(events: Sequence[Event], attempt: int | None) -> dict[str, Any] | None:
+    """The ticket's git workspace as its journal records it (docs/workspaces.md), None when it
+    never had one: its branch, base and worktree, the checkpoints of attempt `attempt`, the
+    merge commit of that attempt, the refs that keep work set aside. Only the journal (already
+    read) and one stat: `status` starts no git process."""
+    from tf_fsm.core import workspace_events as wev
+    from tf_fsm.engine.accounting import attempt_events
+
+    ready, removed = None, False
+    for event in events:  # the last time it was made or found, and whether it went since
+        if isinstance(event, wev.WorkspaceReady):
+            ready, removed = event, False
+        elif isinstance(event, wev.WorkspaceRemoved):
+            removed = removed or event.branchDeleted
+    if ready is None:
+        return None
+    mine = attempt_events(events, attempt) if attempt is not None else []
+    merges = [e.commit for e in mine if isinstance(e, wev.MergeCompleted)]
+    return {
+        "branch": ready.branch,
+        "base": ready.base,
+        "path": ready.path,
+        "exists": Path(ready.path).is_dir(),
+        "branchDeleted": removed,
+        "checkpoints": [
+            {"attempt": e.attempt, "phase": e.phase, "sha": e.sha}
+            for e in mine
+            if isinstance(e, wev.CheckpointCommitted)
+        ],
+        "merged": merges[-1] if merges else None,
+        "setAside": list(dict.fromkeys(e.ref for e in events if isinstance(e, wev.WorkSetAside))),
+    }
+
+
+def workspace_line(ticket_id: str, ws: dict[str, Any], attempt: int | None) -> str:
+    """`status`'s line on a ticket's workspace, from `workspace_of`."""
+    points = ", ".join(f"{c['phase']} {c['sha'][:8]}" for c in ws["checkpoints"]) or "none"
+    line = f"{ticket_id}: branch {ws['branch']} (base {ws['base']}) at {ws['path']}"
+    if attempt is not None:
+        line += f"; checkpoints of attempt {attempt}: {points}"
+    if ws["merged"]:
+        line += f"; merged into {ws['base']} as {ws['merged'][:8]}"
+    if not ws["exists"]:
+        line += "; worktree and branch removed" if ws["branchDeleted"] else "; worktree removed"
+    if ws["setAside"]:
+        line += f"; work set aside under {', '.join(ws['setAside'])}"
+    return line
 
 
 def cost_summary(

@@ -1,0 +1,111 @@
+"""`tf-fsm workspaces [--json]` and `tf-fsm workspaces prune [ID...] [--force] [--dry-run]`:
+the tickets' git branches and worktrees, and their removal (docs/workspaces.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.cli.common import console, print_json, project_root, ticket_ids
+from tf_fsm.cli.exits import EXIT_OK
+from tf_fsm.errors import EXIT_BAD_INPUT, UsageError
+from tf_fsm.views.terminal import terminal_safe
+
+EPILOG = """\
+without an action: one row per ticket workspace (a branch tf/<id>, a directory under
+.tf/ralph/worktrees, or both): its base branch, commits ahead/behind it, uncommitted changes,
+the ticket's state and the worktree's size on disk. prune removes the workspaces of closed
+tickets and of abandoned ones (retries exhausted, never run, ticket file gone), or only the
+named ones; a branch with commits its base lacks and uncommitted changes are kept unless
+--force, which keeps them under refs/tf/<id>/ (docs/workspaces.md)
+
+exit codes:
+  0   listed (none, or not a git repository, is not an error); prune: done, each
+      ticket's line says what was done or why it was left
+  1   unexpected internal error (traceback with --verbose)
+  2   bad input: usage, ticket id, settings file, no project found; prune: a named
+      ticket has no workspace, or a removal failed (its line says why)
+  75  prune: a named ticket is being run by another process (nothing was removed)
+"""
+
+
+def add_workspaces_parser(p: argparse.ArgumentParser) -> None:
+    """`workspaces`' arguments (the parser registers the command with them)."""
+    p.epilog = EPILOG
+    p.add_argument("action", nargs="?", choices=["prune"], help="remove workspaces (see below)")
+    p.add_argument(
+        "tickets", nargs="*", metavar="ID", help="prune: only these tickets' workspaces"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="prune: also unmerged branches and uncommitted changes (kept under refs/tf/<id>/), "
+        "and named tickets whose work may go on",
+    )
+    p.add_argument("--dry-run", action="store_true", help="prune: say what it would do, do nothing")
+    p.add_argument("--json", action="store_true", help="the list (or prune's results) as JSON")
+    p.set_defaults(func=cmd_workspaces)
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    from tf_fsm.settings.load import load_settings
+
+    root = project_root(args)
+    if args.action is None and (args.tickets or args.force or args.dry_run):
+        raise UsageError("ID, --force and --dry-run go with `tf-fsm workspaces prune`")
+    names = ticket_ids(args.tickets)
+    settings = load_settings(root)
+    if args.action == "prune":
+        return _prune(root, settings, names, args)
+    from tf_fsm.views.workspaces import no_repository, workspace_rows
+
+    rows = workspace_rows(root, settings)
+    if args.json:
+        print_json(rows or [], indent=2)
+    elif rows is None:
+        print(f"{no_repository(root)}: no ticket has a workspace")
+    elif not rows:
+        print("no ticket workspaces (no tf/<id> branch, no directory under the worktrees dir)")
+    else:
+        _print_table(rows)
+    return EXIT_OK
+
+
+def _prune(root: Path, settings: Any, names: list[str], args: argparse.Namespace) -> int:
+    from tf_fsm.views.workspaces import OUTCOMES, no_repository, prune
+
+    results = prune(root, settings, names, force=args.force, dry_run=args.dry_run)
+    if args.json:
+        print_json(results or [], indent=2)
+    elif results is None:
+        print(f"{no_repository(root)}: no workspace to prune")
+    elif not results:
+        print("no ticket workspaces to prune")
+    for result in [] if args.json else results or []:
+        outcome = OUTCOMES[result["outcome"]]
+        if args.dry_run and result["done"]:
+            outcome = f"would be {outcome} (dry run)"
+        line = "; ".join([f"{result['ticket']}: {outcome}: {result['reason']}", *result["done"]])
+        print(terminal_safe(line))
+    return EXIT_BAD_INPUT if any(r["outcome"] == "failed" for r in results or []) else EXIT_OK
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from tf_fsm.views.workspaces import human_size
+
+    table = Table("ticket", "branch", "base", "ahead/behind", "dirty", "worktree", "state", "size")
+    for row in rows:
+        ahead = "-" if row["ahead"] is None else f"{row['ahead']}/{row['behind']}"
+        dirty = {None: "-", False: "no"}.get(row["dirty"], f"yes ({row['changes']})")
+        tree = "yes" if row["worktree"] else "-"
+        if not row["worktree"] and Path(row["path"]).exists():
+            tree = "not a worktree"
+        state = row["state"] + (f" (locked by pid {row['lockedBy']})" if row["lockedBy"] else "")
+        cells = [row["ticket"], row["branch"] or "-", row["base"] or "-", ahead, dirty, tree,
+                 state, human_size(row["size"])]  # fmt: skip
+        table.add_row(*(Text(terminal_safe(c)) for c in cells))
+    console().print(table)

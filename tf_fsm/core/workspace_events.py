@@ -1,0 +1,83 @@
+"""The journal's events of a ticket's git workspace (docs/workspaces.md): its branch and
+worktree made, the checkpoint commits of its phases, work set aside under a ref, and the
+steps of its merge into the base branch. Each names the commits, so a run killed between a
+git command and its record is told apart from one that never ran it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tf_fsm.core.journal import Event
+
+
+class WorkspaceReady(Event):
+    """The ticket's branch and worktree exist: made now, found, or repaired (`notes`)."""
+
+    event: Literal["WorkspaceReady"] = "WorkspaceReady"
+    branch: str
+    base: str
+    path: str
+    head: str
+    notes: list[str] = Field(default_factory=list)
+
+
+class CheckpointCommitted(Event):
+    """The tree a phase left, committed on the ticket's branch."""
+
+    event: Literal["CheckpointCommitted"] = "CheckpointCommitted"
+    phase: str
+    sha: str
+
+
+class WorkSetAside(Event):
+    """Work moved off the ticket's branch or tree and kept under `ref`: a blocked attempt's
+    commits before a `reset` rollback, or an interrupted phase's uncommitted edits."""
+
+    event: Literal["WorkSetAside"] = "WorkSetAside"
+    ref: str
+    reason: str
+    head: str  # where the branch stands afterwards
+
+
+class MergeStarted(Event):
+    event: Literal["MergeStarted"] = "MergeStarted"
+    base: str
+    baseSha: str
+    tip: str
+    strategy: str
+
+
+class MergeRebased(Event):
+    """The base moved since the branch was made: the branch was rebased onto it (the gate
+    commands then run again on the rebased tree)."""
+
+    event: Literal["MergeRebased"] = "MergeRebased"
+    baseSha: str
+    oldTip: str
+    newTip: str
+
+
+class MergeCompleted(Event):
+    event: Literal["MergeCompleted"] = "MergeCompleted"
+    commit: str
+    base: str
+    #: found already merged (a run killed after the merge and before this record)
+    already: bool = False
+
+
+class MergeRefused(Event):
+    """The ticket was not merged: a rebase conflict or a gate failing after the rebase
+    (failure class merge_conflict), or the base checkout is not in a state to merge into."""
+
+    event: Literal["MergeRefused"] = "MergeRefused"
+    failureClass: str
+    files: list[str] = Field(default_factory=list)
+    reason: str
+
+
+class WorkspaceRemoved(Event):
+    event: Literal["WorkspaceRemoved"] = "WorkspaceRemoved"
+    path: str
+    branchDeleted: bool

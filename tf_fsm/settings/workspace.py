@@ -1,0 +1,72 @@
+"""The `workspace` section: how tickets get a git branch and worktree of their own, and how a
+ticket whose gate passed is merged (docs/workspaces.md). pi-ticketflow's own keys for this
+(`ralph.parallelWorktreesDir`, `parallelKeepWorktrees`, `parallelAutoMerge`,
+`serialUseWorktree`) are in the `ralph` section, where pi-ticketflow reads them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from tf_fsm.settings.section import OsStr, Section
+
+#: what `git check-ref-format` refuses in a branch name, as one pattern: control characters,
+#: space, ~ ^ : ? * [ \\, "..", "@{", "//", a component starting with "." or ending ".lock"
+_BAD_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|(^|/)\.|\.lock(/|$)")
+
+#: files an agent CLI reads from its working directory that a project often does not commit;
+#: copied into a fresh worktree when the branch does not hold them
+AGENT_FILES: tuple[str, ...] = (
+    ".tf/config",
+    ".tf/prompts",
+    ".pi",
+    ".claude",
+    ".codex",
+    "AGENTS.md",
+    "CLAUDE.md",
+)
+
+
+def check_ref_part(value: str, what: str) -> str:
+    if _BAD_REF.search(value) or value.startswith(("-", "/")) or value.endswith((".", "@")):
+        raise ValueError(f"{value!r} cannot be part of a git {what} name (git check-ref-format)")
+    return value
+
+
+class Workspace(Section):
+    #: auto: pi-ticketflow's rule (parallel workers use worktrees; one ticket at a time does
+    #: when ralph.serialUseWorktree); worktree or shared: always that
+    mode: Literal["auto", "worktree", "shared"] = "auto"
+    #: a ticket's branch is this prefix and its id
+    branchPrefix: str = Field(default="tf/", min_length=1, max_length=100)
+    #: the branch tickets start from and merge into; None: the branch checked out at the
+    #: project root when the run starts
+    baseBranch: str | None = Field(default=None, min_length=1, max_length=200)
+    #: what the attempt after a blocked one starts from: keep (the blocked attempt's tree) or
+    #: reset (the commit the blocked attempt started from; its commits stay under a ref)
+    rollback: Literal["keep", "reset"] = "keep"
+    mergeStrategy: Literal["merge", "squash", "rebase"] = "merge"
+    #: copied from the project root into a fresh worktree when the branch does not hold them
+    agentFiles: list[OsStr] = Field(default_factory=lambda: list(AGENT_FILES))
+
+    @field_validator("agentFiles")
+    @classmethod
+    def _inside(cls, entries: list[str]) -> list[str]:
+        for entry in entries:
+            path = PurePosixPath(entry)
+            if not entry.strip() or path.is_absolute() or ".." in path.parts or "\\" in entry:
+                raise ValueError(f"{entry!r} is not a path inside the project (relative, no '..')")
+        return entries
+
+    @field_validator("branchPrefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        return check_ref_part(value.rstrip("/"), "branch") and value
+
+    @field_validator("baseBranch")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        return value if value is None else check_ref_part(value, "branch")

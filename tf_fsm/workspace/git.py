@@ -1,0 +1,161 @@
+"""The git CLI, run through the project's one subprocess door (tf_fsm.process.door).
+
+tf_fsm uses the user's own `git`, so worktrees, rebases and merges behave exactly as the
+user's git does, with the user's configuration. It sets nothing in any git config: what a
+command needs (no prompt, no editor, C locale for the messages it parses, an identity when
+the user has none) goes in that command's environment only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from tf_fsm.errors import GitError, WorkspaceError
+from tf_fsm.process.door import ProcessResult, run_process
+
+#: the identity of tf_fsm's commits when the user's git has none configured (no config is
+#: written: it is passed to the commit command's environment)
+FALLBACK_NAME, FALLBACK_EMAIL = "tf-fsm", "tf-fsm@localhost"
+#: no git command tf_fsm runs should take long; a hung one (a credential prompt, a hook
+#: waiting on a terminal) is ended rather than waited on forever
+TIMEOUT_SECONDS = 600.0
+
+_QUIET_ENV = {
+    "GIT_TERMINAL_PROMPT": "0",  # never ask for a password on a terminal tf_fsm owns
+    "GIT_EDITOR": "true",  # a merge or rebase never opens an editor
+    "GIT_SEQUENCE_EDITOR": "true",
+    "GIT_MERGE_AUTOEDIT": "no",
+    "LC_ALL": "C",  # tf_fsm reads a few of git's messages (conflicts)
+    "LANGUAGE": "C",
+}
+
+
+@dataclass(frozen=True)
+class Git:
+    """git in one working tree (`cwd`): the project root or a ticket's worktree."""
+
+    cwd: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def run(
+        self, *args: str, check: bool = True, stdin: str | None = None,
+        env: Mapping[str, str] | None = None, timeout: float | None = TIMEOUT_SECONDS,
+    ) -> ProcessResult:  # fmt: skip
+        """`git <args>` in `cwd`; raises GitError when it fails and `check` is set."""
+        full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
+        result = run_process(
+            ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout
+        )
+        if check and (result.timed_out or result.exit_code != 0):
+            raise GitError(args, self.cwd, result.exit_code, said(result))
+        return result
+
+    def out(self, *args: str, stdin: str | None = None) -> str:
+        """The command's standard output, its trailing newline removed."""
+        return self.run(*args, stdin=stdin).stdout.rstrip("\n")
+
+    def ok(self, *args: str) -> bool:
+        """Did `git <args>` exit 0 (a question such as `merge-base --is-ancestor`)?"""
+        return self.run(*args, check=False).exit_code == 0
+
+    def at(self, cwd: Path) -> Git:
+        """The same git in another working tree."""
+        return Git(cwd, self.env)
+
+    # -- questions every caller asks ------------------------------------------------------
+
+    def rev(self, name: str) -> str | None:
+        """The commit `name` points at, or None when there is no such ref or commit."""
+        result = self.run("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
+        return result.stdout.strip() or None if result.exit_code == 0 else None
+
+    def head_branch(self) -> str | None:
+        """The branch checked out here, or None on a detached HEAD or an unborn branch."""
+        result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+        name = result.stdout.strip()
+        return name if result.exit_code == 0 and name and self.rev("HEAD") else None
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        return self.ok("merge-base", "--is-ancestor", ancestor, descendant)
+
+    def git_dir(self) -> Path:
+        """This working tree's own git directory (a worktree's is under the common one)."""
+        return (self.cwd / self.out("rev-parse", "--git-dir")).resolve()
+
+    def common_dir(self) -> Path:
+        """The repository's git directory, shared by all its worktrees."""
+        return (self.cwd / self.out("rev-parse", "--git-common-dir")).resolve()
+
+    def dirs(self) -> tuple[Path, Path]:
+        """`git_dir()` and `common_dir()` in one git process: the lock sweep before every
+        operation in a worktree needs both."""
+        own, common = self.out("rev-parse", "--git-dir", "--git-common-dir").split("\n")
+        return (self.cwd / own).resolve(), (self.cwd / common).resolve()
+
+    def commit_env(self) -> dict[str, str]:
+        """What a commit tf_fsm makes needs in its environment: an identity, when the user's
+        git has none (neither configured nor in the environment)."""
+        if _has_identity(self.cwd, tuple(sorted(self.env.items()))):
+            return {}
+        return {
+            "GIT_AUTHOR_NAME": FALLBACK_NAME, "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
+            "GIT_COMMITTER_NAME": FALLBACK_NAME, "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
+        }  # fmt: skip
+
+
+@cache
+def _has_identity(cwd: Path, env: tuple[tuple[str, str], ...]) -> bool:
+    git = Git(cwd, dict(env))
+    named = "GIT_AUTHOR_NAME" in os.environ or git.run("config", "user.name", check=False).stdout
+    mailed = "GIT_AUTHOR_EMAIL" in os.environ or git.run(
+        "config", "user.email", check=False
+    ).stdout
+    return bool(named and mailed)
+
+
+def said(result: ProcessResult) -> str:
+    """What git said about its failure: its `fatal:`/`error:` lines, else its last lines."""
+    lines = [ln for ln in (result.stderr + "\n" + result.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return "\n".join(errors or lines[-3:])
+
+
+def repository_root(path: Path) -> Path | None:
+    """The top of the git working tree `path` is in, or None when it is in none (or git is
+    not installed)."""
+    try:
+        result = Git(path).run("rev-parse", "--show-toplevel", check=False)
+    except FileNotFoundError:
+        return None
+    top = result.stdout.strip()
+    return Path(top) if result.exit_code == 0 and top else None
+
+
+def require_repository(root: Path, why: str) -> Git:
+    """git at the project root, which must be the top of a git working tree with a commit."""
+    top = repository_root(root)
+    if top is None:
+        raise WorkspaceError(f"{root} is not in a git repository, so {why} cannot be used")
+    if top.resolve() != root.resolve():
+        raise WorkspaceError(
+            f"{root} is inside the git working tree {top}, not at its top; {why} needs the "
+            "project root to be the repository's top (run tf-fsm from there)"
+        )
+    git = Git(root)
+    if git.rev("HEAD") is None:
+        raise WorkspaceError(f"the git repository at {root} has no commit yet; {why} needs one")
+    return git
+
+
+def paths_of(output: str) -> list[str]:
+    """The paths of a `-z` listing (NUL-separated)."""
+    return [p for p in output.split("\0") if p]
+
+
+def pathspec_excluding(paths: Sequence[str]) -> list[str]:
+    """A pathspec of the whole tree except `paths` (git's `:(exclude)` magic)."""
+    return [".", *(f":(exclude,literal){p}" for p in paths)]

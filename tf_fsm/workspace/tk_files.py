@@ -1,0 +1,42 @@
+"""tk's ticket files in a ticket's worktree.
+
+The tk state of record is the project root's `.tickets/`: tf_fsm edits it there, the loop
+reads it there, and the merge commits it on the base branch (docs/workspaces.md). An agent
+that ran `tk` in its worktree changed a copy nobody reads, which checkpoints never commit and
+which would stop the rebase before the merge. Before the merge, such changes are kept under
+a ref (never dropped) and the worktree's `.tickets/` is put back as the branch has it.
+"""
+
+from __future__ import annotations
+
+from tf_fsm.workspace.checkpoint import commit_message, save_ref
+from tf_fsm.workspace.git import Git
+from tf_fsm.workspace.model import Workspace
+
+TICKETS = ".tickets"
+
+
+def set_aside_tk_changes(ws: Workspace) -> str | None:
+    """Keep the worktree's changes under `.tickets/` as a commit on HEAD under
+    `refs/tf/<id>/tickets-in-worktree`, then restore `.tickets/` to HEAD; the ref, or None
+    when nothing there changed (one git process then)."""
+    git = ws.git
+    spec = ["--", f":(literal){TICKETS}"]
+    if not git.out("status", "--porcelain", "-z", "--untracked-files=all", *spec):
+        return None
+    index = git.git_dir() / "tf-fsm-tickets.index"
+    aside = Git(ws.tree, {**git.env, "GIT_INDEX_FILE": str(index)})
+    try:
+        aside.run("read-tree", "HEAD")
+        aside.run("add", "--all", *spec)
+        tree = aside.out("write-tree")
+    finally:
+        index.unlink(missing_ok=True)
+    text = commit_message("tf-fsm: tk file changes made in the worktree", ws.ticket_id, {})
+    made = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text, env=git.commit_env())
+    sha = made.stdout.strip()
+    ref = save_ref(ws, "tickets-in-worktree", sha)
+    if git.out("ls-tree", "--name-only", "HEAD", *spec):  # the branch holds tk files
+        git.run("checkout", "HEAD", *spec)  # tracked files back as the branch has them
+    git.run("clean", "-f", "-d", "--quiet", *spec)
+    return ref

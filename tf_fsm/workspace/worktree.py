@@ -1,0 +1,412 @@
+"""A ticket's branch and worktree: made from the base branch's tip, found again, repaired
+after a crash at any instant, removed (docs/workspaces.md).
+
+git's own worktree registry (`<common git dir>/worktrees/<name>/`, gitrepository-layout(5)) is
+read directly: what a `git worktree add` killed half-way leaves there (a `locked` file saying
+"initializing", a `gitdir` file not yet written) is what tells a half-made worktree, which is
+redone, from a directory of somebody's, which is never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from tf_fsm.errors import WorkspaceError
+from tf_fsm.fs.atomic import (
+    atomic_write_text,
+)
+from tf_fsm.fs.confine import check_within
+from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.workspace.agent_files import (
+    Record,
+    agent_entries,
+    agent_files,
+    present_untracked,
+    read_if_present,
+    read_record,
+    remove_entry,
+)
+from tf_fsm.workspace.checkpoint import clear_locks, keep_uncommitted, on_branch, save_ref
+from tf_fsm.workspace.git import Git, require_repository
+from tf_fsm.workspace.locks import git_processes_in, worktree_registry
+from tf_fsm.workspace.merge import merge_of
+from tf_fsm.workspace.model import (
+    Workspace,
+    branch_name,
+    worktree_path,
+    worktrees_dir,
+)
+
+#: the comment tf_fsm writes above the line it adds to the repository's info/exclude
+EXCLUDE_COMMENT = "# tf-fsm: the tickets' worktrees (ralph.parallelWorktreesDir)"
+#: the reason in the `locked` file git writes first and removes once the checkout is done
+_HALF_MADE = "initializing"
+#: how long a git still running in a half-made worktree is waited for
+_GIT_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One worktree of git's registry."""
+
+    admin: Path  # <common git dir>/worktrees/<name>
+    tree: Path | None  # the directory it registers; None before git wrote its `gitdir` file
+    locked: str | None  # the reason in its `locked` file; None when it has none
+
+    @property
+    def half_made(self) -> bool:
+        return self.locked is not None and self.locked.strip() == _HALF_MADE
+
+
+def base_branch(root: Path, settings: LoadedSettings) -> str:
+    """`workspace.baseBranch` (a local branch), else the branch checked out at the root."""
+    git = Git(root)
+    configured = settings.settings.workspace.baseBranch
+    if configured is not None:
+        if git.rev(f"refs/heads/{configured}") is None:
+            raise WorkspaceError(
+                f"workspace.baseBranch is {configured!r}, but the repository at {root} has no "
+                f"local branch {configured!r}: create it, or change workspace.baseBranch"
+            )
+        return configured
+    checked_out = git.head_branch()
+    if checked_out is None:
+        raise WorkspaceError(
+            f"the project root {root} has no branch checked out (a detached HEAD, or a branch "
+            "with no commit yet): check out the branch tickets start from, or set "
+            "workspace.baseBranch"
+        )
+    return checked_out
+
+
+def find(root: Path, settings: LoadedSettings, ticket_id: str) -> Workspace | None:
+    """The ticket's workspace when its branch exists (its worktree directory may not)."""
+    git = Git(root)
+    branch = branch_name(settings, ticket_id)
+    if git.rev(f"refs/heads/{branch}") is None:
+        return None
+    tree = worktree_path(root, settings, ticket_id)
+    entry = _ready(git.common_dir(), tree)
+    record = read_record(entry.admin) if entry is not None else None
+    if record is None:  # never recorded, or lost with the worktree: as a new one would be
+        present = present_untracked(tree, agent_entries(settings)) if entry else ()
+        record = Record(base_branch(root, settings), present)
+    return Workspace(ticket_id, root, tree, branch, record.base, record.copied)
+
+
+def ensure(
+    root: Path, settings: LoadedSettings, ticket_id: str, base: str
+) -> tuple[Workspace, list[str]]:
+    """The ticket's workspace, made from `base` if needed, and one-line notes on what was made
+    or repaired. Any state a crash inside it leaves is completed by the next call."""
+    git = require_repository(root, "ticket workspaces")
+    common = git.common_dir()
+    tree = worktree_path(root, settings, ticket_id)
+    branch = branch_name(settings, ticket_id)
+    _check_place(root, tree)
+    with worktree_registry(common):
+        admins = [e.admin for e in _registry(common) if _registers(e, tree)]
+        notes = clear_locks(common, admins, [root, tree], branch, ticket_id)
+        notes += _ensure_branch(git, branch, base)
+        notes += _ensure_ignored(git, common, root, settings)
+        entry = _settled(root, common, tree)
+        if entry is None:
+            notes += _clear(git, common, tree, removing=False)
+            git.run("worktree", "add", "--quiet", str(tree), branch)
+            entry = _ready(common, tree)
+            if entry is None:  # git said it made it: its registry says otherwise
+                raise WorkspaceError(f"git worktree add did not register {tree}")
+            notes.append(f"made the worktree {tree} for the branch {branch}")
+        else:
+            _check_branch(tree, entry.admin, branch)
+    record, copied = agent_files(root, settings, tree, entry.admin, base)
+    if record.base != base:
+        notes.append(f"{branch} was made from {record.base}, not {base}: it merges into it")
+    return Workspace(ticket_id, root, tree, branch, record.base, record.copied), notes + copied
+
+
+def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[str]:
+    """Remove the ticket's worktree (its uncommitted changes kept under a ref first) and, with
+    `delete_branch`, its branch: only when the base branch holds its commits, unless `force`
+    (the tip is then kept under `refs/tf/<id>/removed-branch`). Notes on what was done."""
+    git = ws.root_git
+    own, common = git.dirs()
+    tip = git.rev(f"refs/heads/{ws.branch}") if delete_branch else None
+    merged = tip is not None and _merged(git, tip, ws.base_branch)
+    if tip is not None:
+        _check_deletable(ws, git, own, merged=merged, force=force)
+    with worktree_registry(common):
+        admins = [e.admin for e in _registry(common) if _registers(e, ws.tree)]
+        notes = clear_locks(common, admins, [ws.root, ws.tree], ws.branch, ws.ticket_id)
+        notes += _remove_tree(ws, common)
+    if tip is not None:
+        if not merged:
+            kept = save_ref(ws, "removed-branch", tip)
+            notes.append(f"kept the tip of {ws.branch} under {kept}")
+        git.run("update-ref", "-m", "tf-fsm: remove", "-d", f"refs/heads/{ws.branch}", tip)
+        notes.append(f"deleted the branch {ws.branch} (it was at {tip[:12]})")
+    return notes
+
+
+def disk_usage(path: Path) -> int:
+    """The bytes `path` takes on disk (allocated blocks), symlinks not followed, a file with
+    several hard links counted once; 0 when it does not exist."""
+    total, stack, seen = 0, [path], set[tuple[int, int]]()
+    while stack:
+        current = stack.pop()
+        try:
+            info = current.lstat()
+            if stat.S_ISDIR(info.st_mode):
+                stack.extend(current.iterdir())
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if info.st_nlink < 2 or (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            total += getattr(info, "st_blocks", 0) * 512 or info.st_size
+    return total
+
+
+# -- the branch and the root's ignore rules ------------------------------------------------
+
+
+def _ensure_branch(git: Git, branch: str, base: str) -> list[str]:
+    if git.rev(f"refs/heads/{branch}") is not None:
+        return []  # never reset: it holds the ticket's commits
+    tip = git.rev(f"refs/heads/{base}")
+    if tip is None:
+        raise WorkspaceError(
+            f"the base branch {base!r} does not exist in {git.cwd}, so {branch} cannot be "
+            "made from it"
+        )
+    # "" as the old value: create only (update-ref writes no config, as `git branch` may)
+    git.run("update-ref", "-m", f"tf-fsm: {branch} from {base}", f"refs/heads/{branch}", tip, "")
+    return [f"made the branch {branch} from {base} at {tip[:12]}"]
+
+
+def _ensure_ignored(git: Git, common: Path, root: Path, settings: LoadedSettings) -> list[str]:
+    """Keep the worktrees out of `git status` at the root: unless the project's ignore rules
+    already do, a line in the repository's own info/exclude (no config, nothing committed)."""
+    relative = os.path.relpath(worktrees_dir(root, settings), root)
+    if relative.startswith(os.pardir):
+        return []  # outside the working tree: git status at the root never shows it
+    posix = PurePosixPath(Path(relative)).as_posix()
+    if git.ok("check-ignore", "--quiet", f"{posix}/"):
+        return []
+    exclude = common / "info" / "exclude"
+    line = "/" + re.sub(r"([\\*?\[])", r"\\\1", posix) + "/"
+    text = read_if_present(exclude) or ""
+    if line in text.splitlines():
+        return []  # already there: a rule of the project re-includes it, and it wins
+    text += "" if not text or text.endswith("\n") else "\n"
+    atomic_write_text(exclude, f"{text}{EXCLUDE_COMMENT}\n{line}\n", within=common)
+    return [f"added {line} to {exclude}, so that git status at {root} does not show it"]
+
+
+def _check_place(root: Path, tree: Path) -> None:
+    if root.resolve().is_relative_to(tree.parent.resolve()):
+        raise WorkspaceError(
+            f"ralph.parallelWorktreesDir is {tree.parent}, the project root {root} or above "
+            "it: the worktrees need a directory of their own"
+        )
+    if not os.path.relpath(tree, root).startswith(os.pardir):
+        check_within(tree, root)  # a symlink must not lead the worktree out of the project
+
+
+# -- git's worktree registry ---------------------------------------------------------------
+
+
+def _registry(common: Path) -> list[_Entry]:
+    try:
+        admins = sorted(p for p in (common / "worktrees").iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    entries = []
+    for admin in admins:
+        gitdir = (read_if_present(admin / "gitdir") or "").strip()
+        tree = Path(os.path.realpath(admin / gitdir)).parent if gitdir else None
+        entries.append(_Entry(admin, tree, read_if_present(admin / "locked")))
+    return entries
+
+
+def _registers(entry: _Entry, tree: Path) -> bool:
+    return entry.tree is not None and _same(entry.tree, tree)
+
+
+def _ready(common: Path, tree: Path) -> _Entry | None:
+    """The registry's entry of a complete worktree at `tree`: registered, its checkout done
+    (not locked "initializing"), its `.git` file pointing back at the entry."""
+    target = _gitfile_target(tree)
+    if target is None:
+        return None
+    for entry in _registry(common):
+        if _registers(entry, tree) and not entry.half_made and _same(entry.admin, target):
+            return entry
+    return None
+
+
+def _settled(root: Path, common: Path, tree: Path) -> _Entry | None:
+    """`_ready`, asked again once no git is at work on the tree any more (one a killed run
+    left may be finishing it right now)."""
+    entry = _ready(common, tree)
+    if entry is None:
+        _no_git_running(root, tree)
+        entry = _ready(common, tree)
+    return entry
+
+
+def _gitfile_target(tree: Path) -> Path | None:
+    """The git directory a worktree's `.git` file names, None when it is not such a file."""
+    gitfile = tree / ".git"
+    try:
+        if not stat.S_ISREG(os.lstat(gitfile).st_mode):
+            return None
+    except OSError:
+        return None
+    text = read_if_present(gitfile) or ""
+    if not text.startswith("gitdir: ") or not text.endswith("\n"):
+        return None  # not one, or git was killed while writing it
+    return Path(os.path.realpath(tree / text[len("gitdir: ") :].strip()))
+
+
+def _check_branch(tree: Path, admin: Path, branch: str) -> None:
+    if on_branch(Git(tree), admin, branch):
+        return
+    if (admin / "rebase-merge").exists() or (admin / "rebase-apply").exists():
+        return  # the branch's rebase detaches HEAD until it ends (or is aborted)
+    raise WorkspaceError(
+        f"the worktree {tree} does not have the branch {branch} checked out: check it out "
+        f"there (git -C {tree} switch {branch}) and run again"
+    )
+
+
+# -- what a killed git left ----------------------------------------------------------------
+
+
+def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
+    """Undo what a `git worktree add` (or `remove`) cut off left at `tree`, so that it can run
+    again. A directory there that is not such a leftover is never touched: refused when
+    making the worktree, noted when removing it."""
+    entries = _registry(common)
+    ours = [e for e in entries if _registers(e, tree)]
+    strays = [e for e in entries if e.tree is None and e.locked is not None and _named(e, tree)]
+    notes = []
+    cut_off = [e for e in ours if e.half_made or removing]
+    if cut_off:
+        remove_entry(tree)
+        notes.append(f"removed {tree}, a worktree half made or half removed")
+    elif ours and os.path.lexists(tree):
+        raise _foreign(tree, "is registered as a worktree but has no valid .git file")
+    if not _git_at_work(git.cwd, tree):  # else another `worktree add` may be at work
+        cut_off += strays
+    for entry in cut_off:
+        shutil.rmtree(entry.admin)
+        notes.append(f"removed {entry.admin}, git's record of a worktree never finished")
+    try:
+        notes += _clear_leftover(tree, common)
+    except WorkspaceError:
+        if not removing:
+            raise
+        notes.append(f"left {tree} alone: it is not a worktree of this repository")
+    if any(e.tree is not None and not os.path.lexists(e.tree) for e in _registry(common)):
+        # an entry whose directory is gone holds its branch: `worktree add` refuses it
+        git.run("worktree", "prune")
+    return notes
+
+
+def _clear_leftover(tree: Path, common: Path) -> list[str]:
+    """An unregistered directory at `tree` may only be empty, or hold nothing but a `.git`
+    file a killed `git worktree add` left (cut short, or naming a registry entry gone)."""
+    if not os.path.lexists(tree):
+        return []
+    if tree.is_symlink() or not tree.is_dir():
+        raise _foreign(tree, "is not a directory")
+    names = [p.name for p in tree.iterdir()]
+    gitfile = tree / ".git"
+    if names == [".git"] and gitfile.is_file() and not gitfile.is_symlink():
+        target = _gitfile_target(tree)
+        if target is None or not target.exists() or target.parent == common / "worktrees":
+            gitfile.unlink()
+            names = []
+    if names:
+        raise _foreign(tree, "holds files and is not a worktree of this repository")
+    tree.rmdir()
+    return [f"removed the empty {tree}, left by a worktree never finished"]
+
+
+def _remove_tree(ws: Workspace, common: Path) -> list[str]:
+    entry = _settled(ws.root, common, ws.tree)
+    if entry is None:
+        return _clear(ws.root_git, common, ws.tree, removing=True)
+    if entry.locked is not None:
+        raise WorkspaceError(
+            f"the worktree {ws.tree} is locked ({entry.locked.strip() or 'no reason given'}): "
+            f"unlock it (git worktree unlock {ws.tree}) to remove it"
+        )
+    kept = keep_uncommitted(ws, "removed-uncommitted")
+    ws.root_git.run("worktree", "remove", "--force", str(ws.tree))
+    notes = [f"kept the uncommitted changes of {ws.tree} under {kept}"] if kept else []
+    return [*notes, f"removed the worktree {ws.tree}"]
+
+
+def _check_deletable(ws: Workspace, git: Git, own: Path, *, merged: bool, force: bool) -> None:
+    if on_branch(git, own, ws.branch):
+        raise WorkspaceError(f"{ws.branch} is checked out at {ws.root}: it is not deleted")
+    if not merged and not force:
+        raise WorkspaceError(
+            f"the branch {ws.branch} has commits that are not in {ws.base_branch}, so it is "
+            "not deleted; `tf-fsm workspaces prune --force` removes it (its tip kept under "
+            f"{ws.ref('removed-branch')})"
+        )
+
+
+def _merged(git: Git, tip: str, base: str) -> bool:
+    """Does the base branch hold the branch's work: its tip, or a merge of it (a squash merge
+    names the tip it merged in its trailer)? The merge queue's answer (merge_of)."""
+    base_tip = git.rev(f"refs/heads/{base}")
+    return base_tip is not None and (base_tip == tip or merge_of(git, tip, base_tip) is not None)
+
+
+def _git_at_work(root: Path, tree: Path) -> list[int]:
+    """git processes that may be making or removing `tree`: in it, or at the root (where
+    `git worktree add` runs); those in the other worktrees beside it do not count."""
+    elsewhere = set(git_processes_in([tree.parent])) - set(git_processes_in([tree]))
+    return [pid for pid in git_processes_in([root, tree]) if pid not in elsewhere]
+
+
+def _no_git_running(root: Path, tree: Path) -> None:
+    """A git a killed tf-fsm started may outlive it for a moment (the checkout `git worktree
+    add` runs, or the whole command when tf-fsm died as it started it): it is given a few
+    seconds to end before the half-made worktree is touched."""
+    deadline = time.monotonic() + _GIT_GRACE_SECONDS
+    while running := _git_at_work(root, tree):
+        if time.monotonic() < deadline:
+            time.sleep(0.05)
+            continue
+        raise WorkspaceError(
+            f"git is still running in {tree} (pid {', '.join(map(str, running))}); "
+            "tf-fsm repairs the worktree once it ends: run again"
+        )
+
+
+def _named(entry: _Entry, tree: Path) -> bool:
+    """Is `entry` named as git names a worktree at `tree` (its directory's name, a number
+    added when taken)?"""
+    name = entry.admin.name
+    return name == tree.name or (name.startswith(tree.name) and name[len(tree.name) :].isdigit())
+
+
+def _foreign(tree: Path, why: str) -> WorkspaceError:
+    return WorkspaceError(
+        f"{tree} {why}; tf-fsm leaves it as it is: move it away (or remove it) and run again, "
+        "or set ralph.parallelWorktreesDir"
+    )
+
+
+def _same(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
