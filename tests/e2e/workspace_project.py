@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_cli, tk_ticket
 from tests.gitrepo import commit_all, git, status
+from tf_fsm.workspace.locks import git_processes_in
 
 AGENT = Path(__file__).resolve().parent.parent / "fake_agent.py"
 STRONG = "openai-codex/gpt-5.3-codex"
@@ -273,3 +275,39 @@ def group_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             found.append(int(entry.name))
     return found
+
+
+def kill_when(
+    proj: Project, proc: subprocess.Popen[bytes], ready: Callable[[], bool], delay: float,
+    how: str,
+) -> str:  # fmt: skip
+    """SIGKILL `proc` (started by `start_alone`) `delay` s after `ready()`: its process group
+    when `how` is "group", else its pid alone. Returns once nothing it started runs any more:
+    what went wrong, or "" when it was killed as meant."""
+    deadline = time.monotonic() + 40
+    while not ready():
+        if proc.poll() is not None:
+            return f"tf-fsm ended ({proc.returncode}) before the operation started"
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.003)
+    else:
+        time.sleep(delay)
+    if proc.poll() is not None:
+        return f"tf-fsm ended ({proc.returncode}) before it was killed"
+    if how == "group":
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    wait_gone(proj, proc.pid)
+    return "" if time.monotonic() <= deadline else "the operation was never seen to start"
+
+
+def wait_gone(proj: Project, pgid: int, seconds: float = 30) -> None:
+    """Until no process is left in the killed process group (a killed loop's workers stop by
+    themselves) and no git runs in the project (a killed run's git dies with it, soon after)."""
+    deadline = time.monotonic() + seconds
+    while (left := group_members(pgid) + git_processes_in([proj.root])) != []:
+        assert time.monotonic() < deadline, f"still running after the kill: {left}"
+        time.sleep(0.02)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,14 @@ import pytest
 from tests.gitrepo import git, init_repo, isolate, status
 from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.settings.load import settings_from_dict
-from tf_fsm.workspace.checkpoint import checkpoint, head, reset_to, save_ref, set_aside
+from tf_fsm.workspace.checkpoint import (
+    checkpoint,
+    head,
+    keep_uncommitted,
+    reset_to,
+    save_ref,
+    set_aside,
+)
 from tf_fsm.workspace.model import Workspace
 from tf_fsm.workspace.worktree import ensure
 
@@ -156,6 +165,31 @@ def test_stale_locks_are_cleared_and_hooks_do_not_run(ws: Workspace) -> None:
     assert git(ws.root, "rev-parse", "tf/pt-1") == sha
 
 
+def test_the_worktrees_own_stale_lock_is_cleared_while_git_runs_elsewhere(
+    ws: Workspace,
+) -> None:
+    """Another worker's git at the root (where `git worktree add` runs) does not hold the
+    ticket worktree's own index.lock; a git running in the worktree might, and keeps it."""
+    own = Path(git(ws.tree, "rev-parse", "--absolute-git-dir"))
+    write(ws, "src/app.py", "v2\n")
+    for where in (ws.root, ws.tree):  # a git that waits on its stdin, in `where`
+        lingering = subprocess.Popen(
+            ["git", "cat-file", "--batch"], cwd=where, stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            (own / "index.lock").write_text("")
+            if where == ws.root:
+                assert checkpoint(ws, "implement", {}) is not None
+                assert not (own / "index.lock").exists()
+            else:
+                with pytest.raises(GitError, match=r"index\.lock"):
+                    checkpoint(ws, "fix", {})
+                assert (own / "index.lock").exists()
+        finally:
+            lingering.communicate()
+
+
 def test_a_trailer_key_git_cannot_read_is_refused(ws: Workspace) -> None:
     write(ws, "src/app.py", "v2\n")
     with pytest.raises(ValueError, match="trailer key"):
@@ -225,6 +259,21 @@ def test_set_aside_keeps_the_uncommitted_work_under_a_ref_and_resets_the_tree(
     assert not (ws.tree / "src" / "draft.py").exists()
     assert_left_alone(ws)
     assert set_aside(ws, "attempt-1-interrupted") is None
+
+
+def test_the_same_changes_kept_twice_are_one_commit_under_one_ref(ws: Workspace) -> None:
+    """A run killed after keeping the changes and before resetting the tree keeps them again
+    when it reruns: the same commit, under the ref already made (journaled once, then)."""
+    tip = head(ws)
+    dirty(ws)
+    first = keep_uncommitted(ws, "attempt-1-interrupted")
+    time.sleep(1.1)  # commit dates have a one-second grain: a later second would show
+    again = keep_uncommitted(ws, "attempt-1-interrupted")
+    assert first == again == "refs/tf/pt-1/attempt-1-interrupted"
+    assert git(ws.root, "for-each-ref", "--format=%(refname)", "refs/tf/") == first
+    assert_kept(ws, first, tip)
+    write(ws, "src/app.py", "other edit\n")
+    assert keep_uncommitted(ws, "attempt-1-interrupted") == f"{first}-2"
 
 
 def test_reset_to_keeps_the_old_tip_and_the_uncommitted_work(ws: Workspace) -> None:

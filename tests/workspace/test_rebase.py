@@ -145,7 +145,7 @@ def test_recover_with_nothing_left_does_nothing(
     ws = ticket(tmp_path)
     work(ws, {"feature.py": "A = 1\n"})
     close_at_root(ws.root)
-    assert recover(ws) == []
+    assert recover(ws).notes == []
     assert changes(ws.root) == [" M .tickets/pt-1.md"]
 
 
@@ -162,7 +162,7 @@ def test_recover_removes_the_locks_a_killed_git_left(
     for lock in locks:
         lock.write_text("")
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert sorted(notes) == sorted(
         f"removed {lock}, left by a git process that is no longer running" for lock in locks
@@ -182,7 +182,7 @@ def test_recover_aborts_a_rebase_left_in_the_worktree(
     git(ws.tree, "rebase", "main", check=False)
     assert (own_dir(ws) / "rebase-merge").is_dir()
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert notes == [f"aborted an unfinished rebase in {ws.tree}: tf/pt-1 is back at its tip "
                      "from before that rebase"]  # fmt: skip
@@ -204,9 +204,11 @@ def test_recover_keeps_files_in_the_way_of_the_abort_under_a_ref(
     git(ws.tree, "rebase", "main", check=False)  # stops at the first commit
     (ws.tree / "part.txt").write_text("the wh")  # the second one's file, cut short
 
-    notes = recover(ws)
+    recovered = recover(ws)
+    notes = recovered.notes
 
     ref = "refs/tf/pt-1/interrupted-rebase"
+    assert recovered.kept == ref
     assert notes == [
         f"kept what a killed rebase left in {ws.tree} under {ref}, then removed part.txt, in "
         "the way of aborting it",
@@ -230,7 +232,7 @@ def test_recover_undoes_a_merge_of_the_ticket_left_in_progress(
     close_at_root(ws.root)
     git(ws.root, "add", TK_FILE)
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert notes == [f"undid an unfinished merge of {tip[:12]} in {ws.root}: it is back at "
                      f"{base[:12]}"]  # fmt: skip
@@ -253,7 +255,7 @@ def test_recover_leaves_a_merge_of_another_branch_alone(
     git(ws.root, "checkout", "-q", "main")
     git(ws.root, "merge", "-q", "--no-ff", "--no-commit", "side")
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert notes == [f"left the unfinished merge in {ws.root} as it is: it is not tf-fsm's "
                      f"merge of tf/pt-1 ({tip[:12]})"]  # fmt: skip
@@ -270,7 +272,7 @@ def test_recover_leaves_a_merge_alone_when_the_index_holds_more_than_it(
     (ws.root / "lib.py").write_text("X = 'staged by a person'\n")
     git(ws.root, "add", "lib.py")
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert len(notes) == 1 and notes[0].startswith(f"left {ws.root} as it is: its index holds")
     assert (ws.root / ".git" / "MERGE_HEAD").read_text().strip() == tip
@@ -295,7 +297,7 @@ def test_recover_puts_back_the_files_a_killed_merge_half_wrote(
     (ws.root / "docs").mkdir()
     (ws.root / "docs" / "new.md").write_text("a person's own notes\n")  # not the tip's: kept
 
-    notes = recover(ws)
+    notes = recover(ws).notes
 
     assert notes == [f"put back 3 file(s) a killed merge had half written in {ws.root} (they "
                      f"held the content of {tip[:12]}): app.py, feature.py, lib.py"]  # fmt: skip
@@ -316,7 +318,7 @@ def test_recover_removes_the_temporary_files_of_interrupted_writes(
              ws.root / ".git" / ".SQUASH_MSG.4242.1.tmp"]  # fmt: skip
     for temp in temps:
         temp.write_text("cut short")
-    assert recover(ws) == []
+    assert recover(ws).notes == []
     assert not any(temp.exists() for temp in temps)
     assert changes(ws.root) == [] and leftovers(ws.root) == []
 
@@ -332,7 +334,7 @@ def test_recover_after_a_rebase_merge_killed_past_its_fast_forward(
     close_at_root(ws.root)
     git(ws.root, "add", TK_FILE)
 
-    assert recover(ws) == []
+    assert recover(ws).notes == []
     assert changes(ws.root) == [" M .tickets/pt-1.md"] and leftovers(ws.root) == []
     merged = merge_ticket(ws, "rebase")
     assert parents(ws.root, merged.commit) == [tip]
@@ -348,17 +350,17 @@ def test_recover_removes_a_temporary_worktree_in_any_state(
     expected = [f"removed {tmp}, the temporary worktree of a merge, left by a killed process"]
     git(ws.root, "worktree", "add", "-q", "--detach", str(tmp), "main")
     git(tmp, "merge", "-q", "--no-ff", "--no-commit", "tf/pt-1")
-    assert recover(ws) == expected
+    assert recover(ws).notes == expected
     git(ws.root, "worktree", "add", "-q", "--detach", str(tmp), "main")
     (tmp / ".git").unlink()  # killed half way through its removal
-    assert recover(ws) == expected
+    assert recover(ws).notes == expected
     git(ws.root, "worktree", "add", "-q", "--detach", str(tmp), "main")
     shutil.rmtree(tmp)
-    assert recover(ws) == expected
+    assert recover(ws).notes == expected
 
     assert not tmp.exists() and len(git(ws.root, "worktree", "list").splitlines()) == 2
     assert list((ws.root / ".git" / "worktrees").iterdir()) == [own_dir(ws)]
-    assert recover(ws) == []
+    assert recover(ws).notes == []
 
 
 def test_a_corrupt_merge_note_is_an_error_naming_it(
@@ -382,7 +384,7 @@ def test_merge_refuses_while_a_killed_merge_is_not_recovered(
     note(ws, tip)
     with pytest.raises(WorkspaceError, match="did not finish and was not recovered"):
         merge_ticket(ws)
-    assert recover(ws) == [] and merge_ticket(ws).commit == merged_commit(ws)
+    assert recover(ws).notes == [] and merge_ticket(ws).commit == merged_commit(ws)
 
 
 # -- real processes killed at random moments -----------------------------------------------
@@ -506,7 +508,7 @@ def test_a_merge_killed_at_any_moment_is_recovered_and_made_exactly_once(
         assert merged.already == (found is not None), seed
         assert found is None or merged.commit == found
         assert_merged_once(ws, strategy, tip, nowhere)
-        assert recover(ws) == [] and merge_ticket(ws, strategy).already
+        assert recover(ws).notes == [] and merge_ticket(ws, strategy).already
     assert interrupted > 0  # some trials did stop a merge half way
 
 
@@ -540,7 +542,7 @@ def test_a_rebase_killed_at_any_moment_loses_nothing(
         rng = random.Random(seed)  # noqa: S311 - a reproducible moment, not a secret
         killed, _ = run_and_kill(REBASER, [str(root)], rng.uniform(0, span))
 
-        notes = recover(ws)
+        notes = recover(ws).notes
         between = git(root, "rev-parse", "tf/pt-1")
         assert between == old or git(root, "merge-base", "--is-ancestor", base, between) == ""
         assert status(ws.tree) == "" and not (own_dir(ws) / "rebase-merge").exists()

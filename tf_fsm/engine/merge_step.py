@@ -16,10 +16,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import workspace_events as wev
-from tf_fsm.engine.accounting import attempt_events
 from tf_fsm.engine.attempt_gates import baseline_of, record_gate
 from tf_fsm.engine.gates import GateResult, gate_env, run_gates
 from tf_fsm.engine.ticket_file import closed_text
+from tf_fsm.engine.worktree import TicketWorktree, persons_rebase, recover_merge
 from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue
@@ -30,7 +30,6 @@ from tf_fsm.workspace.tk_files import set_aside_tk_changes
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
     from tf_fsm.engine.context import AttemptContext
-    from tf_fsm.engine.worktree import TicketWorktree
     from tf_fsm.workspace.model import Workspace
 
 #: the tk file's text once the attempt closed it
@@ -41,8 +40,6 @@ def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> str |
     """None when the ticket's branch is merged (now, or found merged); else the one-line
     reason it is not, journaled as MergeRefused (the attempt then ends in error at merge).
     `reason`: the gate's, for the tk close the merge commit holds."""
-    from tf_fsm.engine.worktree import TicketWorktree
-
     tree = run.tree
     if not isinstance(tree, TicketWorktree):
         raise TypeError("only a ticket in its own worktree merges")
@@ -51,10 +48,9 @@ def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> str |
     closed = lambda: closed_text(run, attempt.number, started, reason)  # noqa: E731
     ws, n = tree.ws, attempt.number
     with queue.merge_lock(ws.root):
-        if (theirs := _persons_rebase(run, ws, n)) is not None:
+        if (theirs := persons_rebase(run, ws, n)) is not None:
             return _refuse(run, n, MERGE_REFUSED, [], theirs)
-        for note in queue.recover(ws):
-            run.observer.note(run.ticket_id, note)
+        recover_merge(run, ws, n)
         if (kept := set_aside_tk_changes(ws)) is not None:
             why = "tk file changes made in the worktree (tk's files are kept at the root)"
             run.event(wev.WorkSetAside, n, ref=kept, head=head(ws), reason=why)
@@ -103,26 +99,6 @@ def _rebase_gate_merge(
         wev.MergeCompleted, n, commit=merged.commit, base=ws.base_branch, already=merged.already
     )
     return None
-
-
-def _persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
-    """Why the merge must wait when a rebase is in progress in the ticket's worktree that is
-    not tf_fsm's own (its own was killed mid-way and is undone by `recover`): a person
-    resolving a conflict there. None when there is no such rebase."""
-    if not ws.tree.is_dir():
-        return None
-    own = ws.git.git_dir()
-    if not ((own / "rebase-merge").is_dir() or (own / "rebase-apply").is_dir()):
-        return None
-    merging = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
-    events = attempt_events(run.store.read_events().events, n)
-    last = next((e for e in reversed(events) if isinstance(e, merging)), None)
-    if isinstance(last, wev.MergeStarted | wev.MergeRebased):
-        return None  # tf_fsm's rebase, cut short by a kill
-    return (
-        f"a rebase is in progress in {ws.tree}: finish it (`git rebase --continue`) or abort "
-        f"it (`git rebase --abort`) there, then `tf-fsm run {ws.ticket_id}` merges the ticket"
-    )
 
 
 def _tk_file(run: RunContext) -> str:

@@ -10,7 +10,7 @@ happens and what the journal records of it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
@@ -20,6 +20,7 @@ from tf_fsm.engine.accounting import attempt_events
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
+from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.model import TICKET_TRAILER, Workspace, ticket_dir_in
 
 if TYPE_CHECKING:
@@ -103,7 +104,12 @@ class TicketWorktree:
         merge is left, and such edits are a person's fix for it (a conflict resolved, a gate
         fixed): committed as the attempt's `merge` checkpoint."""
         if finished:
-            self.after_phase(run, attempt, MERGE_PHASE)
+            rebase = _rebase_in(run, self.ws, attempt)
+            if rebase == "ours":  # tf_fsm's own, cut short: undone before anything is committed
+                with queue.merge_lock(self.ws.root):
+                    recover_merge(run, self.ws, attempt)
+            if rebase != "theirs":  # a person's rebase: the merge step says what to do
+                self.after_phase(run, attempt, MERGE_PHASE)
             return checkpoint.head(self.ws)
         ref = checkpoint.set_aside(self.ws, f"attempt-{attempt}-interrupted")
         head = checkpoint.head(self.ws)
@@ -165,3 +171,40 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
     for note in notes:
         run.observer.note(run.ticket_id, note)
     return TicketWorktree(ws, run.settings, run.store.dir)
+
+
+def _rebase_in(run: RunContext, ws: Workspace, n: int) -> Literal["none", "ours", "theirs"]:
+    """Is a rebase in progress in the ticket's worktree, and whose: tf_fsm's own (the merge
+    queue's, killed mid-way: the journal's last merge event began it) or a person's,
+    resolving a conflict there."""
+    if not ws.tree.is_dir():
+        return "none"
+    own = ws.git.git_dir()
+    if not ((own / "rebase-merge").is_dir() or (own / "rebase-apply").is_dir()):
+        return "none"
+    merging = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
+    events = attempt_events(run.store.read_events().events, n)
+    last = next((e for e in reversed(events) if isinstance(e, merging)), None)
+    return "ours" if isinstance(last, wev.MergeStarted | wev.MergeRebased) else "theirs"
+
+
+def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
+    """Why the merge must wait when a person's rebase is in progress in the ticket's
+    worktree (tf_fsm's own, killed mid-way, is undone by `recover`); None when there is none."""
+    if _rebase_in(run, ws, n) != "theirs":
+        return None
+    return (
+        f"a rebase is in progress in {ws.tree}: finish it (`git rebase --continue`) or abort "
+        f"it (`git rebase --abort`) there, then `tf-fsm run {ws.ticket_id}` merges the ticket"
+    )
+
+
+def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
+    """Undo what a killed merge or rebase of the ticket left (in the merge queue's lock): each
+    step said, and the ref any files in the way were kept under journaled."""
+    recovered = queue.recover(ws)
+    for note in recovered.notes:
+        run.observer.note(run.ticket_id, note)
+    if recovered.kept is not None:
+        why = "what a killed rebase had written, in the way of aborting it"
+        run.event(wev.WorkSetAside, n, ref=recovered.kept, head=checkpoint.head(ws), reason=why)

@@ -122,9 +122,12 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     finally:
         index.unlink(missing_ok=True)
     text = commit_message(f"tf-fsm: uncommitted changes kept as {name}", ws.ticket_id, {})
-    sha = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text,
-                  env=git.commit_env()).stdout.strip()  # fmt: skip
-    return save_ref(ws, name, sha)
+    # Dated as the commit it sits on: the same changes kept twice (a run killed after keeping
+    # them and before resetting the tree) make the same commit, kept under the same ref.
+    when = git.out("show", "--no-patch", "--format=%cI", "HEAD")
+    env = {**git.commit_env(), "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+    sha = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text, env=env).stdout
+    return save_ref(ws, name, sha.strip())
 
 
 def reset_tree(ws: Workspace, target: str) -> None:
@@ -197,17 +200,21 @@ def _clear_locks(ws: Workspace) -> tuple[Path, Path]:
     """The worktree's own git directory and the common one, after removing the lock files a
     killed git left in them."""
     own, common = ws.git.dirs()
-    clear_locks(common, [own], [ws.root, ws.tree], ws.branch, ws.ticket_id)
+    clear_locks(common, [own], ws.root, ws.tree, ws.branch, ws.ticket_id)
     return own, common
 
 
 def clear_locks(
-    common: Path, own_dirs: Sequence[Path], trees: Sequence[Path], branch: str, ticket_id: str
+    common: Path, own_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str
 ) -> list[str]:
-    """`clear_stale_locks` of the repository and the ticket's own refs: its branch, moved by
-    every checkpoint, and its refs/tf/<id>/ refs."""
+    """`clear_stale_locks` of the repository and the ticket's own refs (its branch, moved by
+    every checkpoint, and its refs/tf/<id>/ refs), and of the ticket worktree's own git
+    directories `own_dirs`. Those hold the worktree's index.lock, which only a git running in
+    the worktree takes: they are cleared whatever runs at the root, where the other workers'
+    git commands run all the time."""
     refs = [f"refs/heads/{branch}", f"refs/tf/{ticket_id}"]
-    return clear_stale_locks([common, *own_dirs], trees, refs)
+    notes = clear_stale_locks([common], [root, tree], refs)
+    return notes + clear_stale_locks(own_dirs, [tree])
 
 
 def _ticket_refs(git: Git, prefix: str) -> dict[str, str]:

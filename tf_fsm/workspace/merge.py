@@ -313,23 +313,33 @@ def _failed(
 # -- after a kill --------------------------------------------------------------------------
 
 
-def recover(ws: Workspace) -> list[str]:
+@dataclass(frozen=True)
+class Recovered:
+    """What `recover` did: one-line notes, and the ref it kept files under (None: none)."""
+
+    notes: list[str]
+    kept: str | None = None
+
+
+def recover(ws: Workspace) -> Recovered:
     """Undo what a killed merge or rebase of this ticket left, and say what was done: git's
     stale lock files, a rebase in progress in the ticket's worktree (aborted: the branch is
-    back at its tip from before), the temporary worktree of a merge, and a merge begun in the
-    base branch's checkout (undone when its index holds nothing but that merge; anything
-    else is left as it is, with a note). Called in the merge queue (`merge_lock`)."""
+    back at its tip from before; files in the way kept under a ref), the temporary worktree
+    of a merge, and a merge begun in the base branch's checkout (undone when its index holds
+    nothing but that merge; anything else is left as it is, with a note). Called in the
+    merge queue (`merge_lock`)."""
     tree = ws.tree.is_dir()
     own, common = (ws.git if tree else ws.root_git).dirs()
-    dirs, trees = [common, own], [ws.root, ws.tree]
     refs = [f"refs/heads/{ws.branch}", f"refs/heads/{ws.base_branch}"]
-    notes = clear_stale_locks(dirs, trees, refs)
-    if tree:
-        notes += abort_rebase(ws, own)
+    notes, kept = clear_stale_locks([common], [ws.root, ws.tree], refs), None
+    if tree:  # the worktree's own locks: only a git running in it takes them
+        notes += clear_stale_locks([own], [ws.tree])
+        aborted, kept = abort_rebase(ws, own)
+        notes += aborted
     if discard_worktree(ws.root_git, common, _temp_tree(ws), ws.root):
         notes.append(f"removed {_temp_tree(ws)}, the temporary worktree of a merge, left by "
                      "a killed process")  # fmt: skip
-    return notes + _recover_merge(ws, common)
+    return Recovered(notes + _recover_merge(ws, common), kept)
 
 
 def _recover_merge(ws: Workspace, common: Path) -> list[str]:

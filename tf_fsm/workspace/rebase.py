@@ -70,16 +70,16 @@ def rebase_onto_base(ws: Workspace) -> Rebased:
     )
 
 
-def abort_rebase(ws: Workspace, own: Path) -> list[str]:
+def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
     """Abort a rebase left in progress in the ticket's worktree (`own` is its git directory):
     git puts the branch back at its tip from before the rebase, so nothing is lost. Files a
     killed checkout wrote before its index are in the way of that: they are kept under a ref
     first (checkpoint.keep_uncommitted). A rebase killed before it moved anything, or after
     it moved the branch, may have left its state unreadable: HEAD is then still on the
-    branch, and the state is only removed."""
+    branch, and the state is only removed. Notes on what was done, and the ref made."""
     if not any((own / state).is_dir() for state in REBASE_STATES):
-        return []
-    git, notes = ws.git, []
+        return [], None
+    git, notes, ref = ws.git, [], None
     result = git.run("rebase", "--abort", check=False)
     in_the_way = [p for p in overwritten(result) if not _under(p, excluded(ws))]
     if result.exit_code != 0 and in_the_way:
@@ -92,7 +92,7 @@ def abort_rebase(ws: Workspace, own: Path) -> list[str]:
             result = git.run("rebase", "--abort", check=False)
     if result.exit_code == 0:
         return [*notes, f"aborted an unfinished rebase in {ws.tree}: {ws.branch} is back at "
-                "its tip from before that rebase"]  # fmt: skip
+                "its tip from before that rebase"], ref  # fmt: skip
     if git.head_branch() is None:
         raise WorkspaceError(
             f"an unfinished rebase in {ws.tree} cannot be aborted: {said(result)}; finish or "
@@ -100,7 +100,7 @@ def abort_rebase(ws: Workspace, own: Path) -> list[str]:
         )
     git.run("rebase", "--quit")
     return [*notes, f"removed the state of an unfinished rebase in {ws.tree} (HEAD was still "
-            f"on {git.head_branch()}, so nothing had moved)"]  # fmt: skip
+            f"on {git.head_branch()}, so nothing had moved)"], ref  # fmt: skip
 
 
 def _under(path: str, tops: Sequence[str]) -> bool:
@@ -220,9 +220,14 @@ def _undo_half_checkout(git: Git, head: str, tip: str, outside: Sequence[str]) -
     those holding the tip's content or the beginning of it (or missing) are put back from the
     index, those it created are removed. A file with any other content is a person's, and
     stays."""
-    if not head or head == tip or not git.is_ancestor(head, tip):
+    if not head or head == tip:
         return []
-    diff = ("diff", "--name-only", "-z", "--no-renames", head, tip, "--", *outside)
+    # HEAD itself when the merge was cut short; the fork point when the base moved since
+    # (another ticket merged first): the files are those the ticket's branch changed
+    fork = git.run("merge-base", head, tip, check=False).stdout.strip()
+    if not fork:
+        return []
+    diff = ("diff", "--name-only", "-z", "--no-renames", fork, tip, "--", *outside)
     touched = [p for p in paths_of(git.out(*diff)) if "\n" not in p]
     if not touched:
         return []

@@ -112,7 +112,7 @@ def ensure(
     _check_place(root, tree)
     with worktree_registry(common):
         admins = [e.admin for e in _registry(common) if _registers(e, tree)]
-        notes = clear_locks(common, admins, [root, tree], branch, ticket_id)
+        notes = clear_locks(common, admins, root, tree, branch, ticket_id)
         notes += _ensure_branch(git, branch, base)
         notes += _ensure_ignored(git, common, root, settings)
         entry = _settled(root, common, tree)
@@ -143,7 +143,7 @@ def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[s
         _check_deletable(ws, git, own, merged=merged, force=force)
     with worktree_registry(common):
         admins = [e.admin for e in _registry(common) if _registers(e, ws.tree)]
-        notes = clear_locks(common, admins, [ws.root, ws.tree], ws.branch, ws.ticket_id)
+        notes = clear_locks(common, admins, ws.root, ws.tree, ws.branch, ws.ticket_id)
         notes += _remove_tree(ws, common)
     if tip is not None:
         if not merged:
