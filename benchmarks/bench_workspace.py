@@ -52,7 +52,7 @@ from tf_fsm.process.door import ProcessResult, run_process
 from tf_fsm.settings.load import LoadedSettings, load_settings
 from tf_fsm.settings.project import STATE_IGNORE, STATE_IGNORE_RELPATH
 from tf_fsm.tk.tickets import new_ticket
-from tf_fsm.workspace import checkpoint, merge, worktree
+from tf_fsm.workspace import checkpoint, merge, recovery, worktree
 
 LIMIT = 1.3
 OPERATIONS = ("create", "checkpoint", "merge", "remove")
@@ -163,7 +163,7 @@ def tf_fsm_ticket(root: Path, settings: LoadedSettings, tid: str, n: int) -> Ste
     assert sha is not None, f"{tid}: the checkpoint committed nothing"
     closed = new_ticket(tid, f"Ticket {tid}", status="closed", created=CREATED)
     with step("merge", out), merge.merge_lock(root):
-        merge.recover(ws)
+        recovery.recover(ws)
         merged = merge.merge(
             ws, strategy="merge", message=f"Merge {tid}: Ticket {tid}",
             tk_file=f".tickets/{tid}.md", tk_text=closed,

@@ -15,6 +15,7 @@ checkouts take long enough to be hit.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import threading
@@ -42,11 +43,21 @@ TRIALS: dict[str, list[tuple[int, str]]] = {
     "rebase": [(301, "group"), (302, "run"), (303, "loop")],
     "merge": [(401, "group"), (402, "run"), (403, "loop")],
 }
+#: a longer soak for local runs: TF_FSM_KILL_SOAK=N adds N more seeds per operation (the kill
+#: modes in turn), e.g. `TF_FSM_KILL_SOAK=20 pytest tests/e2e/test_workspace_kills.py`
+SOAK = int(os.environ.get("TF_FSM_KILL_SOAK", "0"))
+
+
+def soak(target: str) -> list[tuple[int, str]]:
+    first = TRIALS[target][-1][0] + 1000
+    return [(first + n, ("group", "run", "loop")[n % 3]) for n in range(SOAK)]
+
+
 #: the random delay (seconds, from, to) after the operation's sign (see `under_way`): about
 #: the time from the sign to the operation's end here (a checkpoint, the rebase and the merge
-#: take 40-100 ms, a worktree of FILES files 0.2-1 s)
+#: take 40-100 ms; a worktree of FILES files 0.1-1 s, from its `locked` marker on)
 WINDOW = {
-    "worktree": (0.0, 0.15),
+    "worktree": (0.0, 0.05),
     "checkpoint": (0.015, 0.06),
     "rebase": (0.0, 0.05),
     "merge": (0.0, 0.07),
@@ -128,8 +139,8 @@ def under_way(proj: Project, tickets: list[str], target: str) -> bool:
     """Has the targeted operation started (the instant the random delay counts from)? git's
     registry of worktrees (made by the first `git worktree add`), the implement agent's end
     (its checkpoint follows), MergeStarted (the rebase follows), MergeRebased (the merge)."""
-    if target == "worktree":
-        return (proj.root / ".git" / "worktrees").exists()
+    if target == "worktree":  # git's half-made marker, there while the checkout is written
+        return any((proj.root / ".git" / "worktrees").glob("*/locked"))
     if target == "checkpoint":
         return any(s["phase"] == "implement" for s in proj.spans())
     name = "MergeStarted" if target == "rebase" else "MergeRebased"
@@ -291,7 +302,7 @@ def test_sigkill_at_a_random_instant_of_a_workspace_operation_loses_and_repeats_
 ) -> None:
     isolate(monkeypatch)
     trials = []
-    for seed, how in TRIALS[target]:
+    for seed, how in TRIALS[target] + soak(target):
         tmp = tmp_path / f"seed-{seed}"
         tmp.mkdir()
         trials.append(run_trial(template, tmp, seed, target, how))

@@ -35,9 +35,10 @@ from tests.workspace.test_merge import (
 )
 from tf_fsm.errors import CorruptStateError, WorkspaceError
 from tf_fsm.workspace.locks import git_processes_in
-from tf_fsm.workspace.merge import merged_commit, recover
+from tf_fsm.workspace.merge import merged_commit
 from tf_fsm.workspace.model import Workspace
 from tf_fsm.workspace.rebase import Rebased, rebase_onto_base
+from tf_fsm.workspace.recovery import recover
 
 
 def move_main(root: Path, name: str = "lib.py", text: str = "X = 2\n") -> str:

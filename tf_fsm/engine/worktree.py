@@ -22,6 +22,7 @@ from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.model import TICKET_TRAILER, Workspace, ticket_dir_in
+from tf_fsm.workspace.recovery import recover
 
 if TYPE_CHECKING:
     from tf_fsm.core.state import RetryState
@@ -202,7 +203,7 @@ def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
 def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
     """Undo what a killed merge or rebase of the ticket left (in the merge queue's lock): each
     step said, and the ref any files in the way were kept under journaled."""
-    recovered = queue.recover(ws)
+    recovered = recover(ws)
     for note in recovered.notes:
         run.observer.note(run.ticket_id, note)
     if recovered.kept is not None:

@@ -19,22 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from tf_fsm._json_input import load_json
-from tf_fsm.errors import CorruptStateError, GitError, TfFsmError, WorkspaceError
-from tf_fsm.fs.atomic import atomic_write_json, atomic_write_text, exclusive, make_dirs
+from tf_fsm.errors import GitError, TfFsmError, WorkspaceError
+from tf_fsm.fs.atomic import atomic_write_text, exclusive, make_dirs
 from tf_fsm.workspace.checkpoint import commit_message
 from tf_fsm.workspace.git import Git, paths_of, said
-from tf_fsm.workspace.locks import clear_stale_locks, worktree_registry
+from tf_fsm.workspace.locks import worktree_registry
+from tf_fsm.workspace.merge_note import note_path, temp_tree, write_note
 from tf_fsm.workspace.model import MERGED_TIP_TRAILER, Workspace
 from tf_fsm.workspace.rebase import Rebased as Rebased  # re-exported: the queue's interface
 from tf_fsm.workspace.rebase import (
-    abort_rebase,
     branch_tips,
     discard_worktree,
     listing,
     literal,
     overwritten,
-    sweep_temp_files,
     undo_merge,
 )
 from tf_fsm.workspace.rebase import rebase_onto_base as rebase_onto_base  # re-exported too
@@ -56,10 +54,6 @@ _UNFINISHED = {
     "CHERRY_PICK_HEAD": ("cherry-pick", "git cherry-pick --abort"),
     "REVERT_HEAD": ("revert", "git revert --abort"),
 }
-#: where tk keeps its tickets: what a merge that left no note of its tk file kept out
-TK_DIR = ".tickets"
-#: what `recover` reads in the note of a merge under way
-_NOTE_KEYS = ("tip", "checkout", "tkFile")
 
 
 @dataclass(frozen=True)
@@ -80,11 +74,6 @@ class _Job:
     text: str  # the commit's message, trailers included
     tk_file: str
     tk_text: str
-
-
-def merging_dir(root: Path) -> Path:
-    """Where merges note what they are doing, and where a temporary worktree is made."""
-    return root / ".tf" / "ralph" / "merging"
 
 
 @contextmanager
@@ -149,10 +138,10 @@ def merge(ws: Workspace, *, strategy: Strategy, message: str, tk_file: str, tk_t
     found = merge_of(ws.root_git, tip, base)
     if found is not None:
         return Merged(found, base, already=True)
-    if _note_path(ws).exists():
+    if (noted := note_path(ws.root, ws.ticket_id)).exists():
         raise WorkspaceError(
-            f"the merge of {ws.ticket_id} that {_note_path(ws)} describes did not finish and "
-            "was not recovered: recover it before merging again"
+            f"the merge of {ws.ticket_id} that {noted} describes did not finish and was not "
+            "recovered: recover it before merging again"
         )
     if not ws.root_git.is_ancestor(base, tip):
         raise WorkspaceError(
@@ -202,14 +191,14 @@ def _merge_at(job: _Job, git: Git) -> str:
         _begin(job, git)
         commit = _conclude(job, git, own)
     except WorkspaceError:  # git refused to begin: it changed nothing
-        _note_path(job.ws).unlink()
+        note_path(job.ws.root, job.ws.ticket_id).unlink()
         raise
     except TfFsmError as exc:
         forwarded = job.strategy == "rebase" and git.rev("HEAD") == job.tip
         notes = undo_merge(git, own, job.tip, [job.tk_file])
-        _note_path(job.ws).unlink()
+        note_path(job.ws.root, job.ws.ticket_id).unlink()
         raise _failed(job, git, exc, forwarded, notes) from None
-    _note_path(job.ws).unlink()
+    note_path(job.ws.root, job.ws.ticket_id).unlink()
     return commit
 
 
@@ -217,7 +206,7 @@ def _merge_detached(job: _Job) -> str:
     """The merge in a temporary detached worktree of the base tip; the base branch is then
     moved to its commit only if it still is where it was (compare-and-swap)."""
     ws, git = job.ws, job.ws.root_git
-    tmp = _temp_tree(ws)
+    tmp = temp_tree(ws.root, ws.ticket_id)
     common = git.dirs()[1]
     discard_worktree(git, common, tmp, ws.root)
     make_dirs(tmp.parent, within=ws.root)
@@ -310,103 +299,8 @@ def _failed(
     return WorkspaceError("\n  ".join([*lines, after, *notes]))
 
 
-# -- after a kill --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """What `recover` did: one-line notes, and the ref it kept files under (None: none)."""
-
-    notes: list[str]
-    kept: str | None = None
-
-
-def recover(ws: Workspace) -> Recovered:
-    """Undo what a killed merge or rebase of this ticket left, and say what was done: git's
-    stale lock files, a rebase in progress in the ticket's worktree (aborted: the branch is
-    back at its tip from before; files in the way kept under a ref), the temporary worktree
-    of a merge, and a merge begun in the base branch's checkout (undone when its index holds
-    nothing but that merge; anything else is left as it is, with a note). Called in the
-    merge queue (`merge_lock`)."""
-    tree = ws.tree.is_dir()
-    own, common = (ws.git if tree else ws.root_git).dirs()
-    refs = [f"refs/heads/{ws.branch}", f"refs/heads/{ws.base_branch}"]
-    notes, kept = clear_stale_locks([common], [ws.root, ws.tree], refs), None
-    if tree:  # the worktree's own locks: only a git running in it takes them
-        notes += clear_stale_locks([own], [ws.tree])
-        aborted, kept = abort_rebase(ws, own)
-        notes += aborted
-    if discard_worktree(ws.root_git, common, _temp_tree(ws), ws.root):
-        notes.append(f"removed {_temp_tree(ws)}, the temporary worktree of a merge, left by "
-                     "a killed process")  # fmt: skip
-    return Recovered(notes + _recover_merge(ws, common), kept)
-
-
-def _recover_merge(ws: Workspace, common: Path) -> list[str]:
-    """The merge of this ticket begun in a checkout (the one its note names, else the root)
-    and not finished: undone (rebase.undo_merge), or left with a note when it is not ours."""
-    sweep_temp_files([_note_path(ws)])
-    note = _read_note(ws)
-    checkout = Path(note["checkout"]) if note else ws.root
-    if not checkout.is_dir():
-        _note_path(ws).unlink()
-        return [f"{checkout}, where a merge of {ws.ticket_id} was under way, does not exist"]
-    git = Git(checkout)
-    own = common if checkout.resolve() == ws.root.resolve() else git.git_dir()
-    merge_head = _read(own / "MERGE_HEAD").strip()
-    if note is None and not merge_head and not (own / "SQUASH_MSG").exists():
-        return []
-    tip = note["tip"] if note else ws.root_git.rev(f"refs/heads/{ws.branch}") or ""
-    ours = f"{MERGED_TIP_TRAILER}: {tip}" in _read(own / "SQUASH_MSG") or merge_head == tip
-    if note is None and not ours:
-        if not merge_head:
-            return []  # a squash of somebody else's, or its leftover message: not ours to judge
-        return [f"left the unfinished merge in {checkout} as it is: it is not tf-fsm's merge "
-                f"of {ws.branch} ({tip[:12]})"]  # fmt: skip
-    notes = undo_merge(git, own, tip, [note["tkFile"]] if note else [TK_DIR])
-    if note:
-        sweep_temp_files([own / "SQUASH_MSG", checkout / note["tkFile"]])
-    _note_path(ws).unlink(missing_ok=True)
-    return notes
-
-
-# -- the note of a merge under way ---------------------------------------------------------
-
-
-def _note_path(ws: Workspace) -> Path:
-    return merging_dir(ws.root) / f"{ws.ticket_id}.json"
-
-
-def _temp_tree(ws: Workspace) -> Path:
-    return merging_dir(ws.root) / ws.ticket_id
-
-
 def _write_note(job: _Job, checkout: Path) -> None:
     """Note, before the checkout is touched, what `recover` needs to undo this merge."""
     note = {"ticket": job.ws.ticket_id, "tip": job.tip, "base": job.base,
             "checkout": str(checkout), "strategy": job.strategy, "tkFile": job.tk_file}  # fmt: skip
-    atomic_write_json(_note_path(job.ws), note, within=job.ws.root)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def _read_note(ws: Workspace) -> dict[str, str] | None:
-    path = _note_path(ws)
-    try:
-        note = load_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except ValueError as exc:  # not JSON (nor UTF-8)
-        note = str(exc)
-    if not isinstance(note, dict) or not all(isinstance(note.get(k), str) for k in _NOTE_KEYS):
-        raise CorruptStateError(
-            path, "is not the note of a merge tf-fsm writes",
-            f"check {ws.root} and the worktree that has {ws.base_branch} checked out for a "
-            "half-done merge (git status), then remove this file",
-        )  # fmt: skip
-    return {k: note[k] for k in _NOTE_KEYS}
+    write_note(job.ws.root, job.ws.ticket_id, note)
