@@ -14,12 +14,12 @@ import pytest
 from tests.gitrepo import branches, commit_all, git, init_repo, isolate, status
 from tf_fsm.errors import UnsafePathError, WorkspaceError
 from tf_fsm.settings.load import LoadedSettings, settings_from_dict
+from tf_fsm.views.workspaces import disk_usage
 from tf_fsm.workspace.agent_files import RECORD
 from tf_fsm.workspace.checkpoint import checkpoint
 from tf_fsm.workspace.worktree import (
     EXCLUDE_COMMENT,
     base_branch,
-    disk_usage,
     ensure,
     find,
     remove,

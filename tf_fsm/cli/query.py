@@ -109,7 +109,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _print_workspaces(rows: list[dict[str, Any]]) -> None:
     """After the table, one line per ticket that has a git workspace (docs/workspaces.md)."""
-    from tf_fsm.views.status import workspace_line
+    from tf_fsm.views.workspace_status import workspace_line
 
     for row in rows:
         if row.get("workspace"):

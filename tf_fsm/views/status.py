@@ -97,6 +97,7 @@ def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[
     from tf_fsm.core.escalation import retries_left
     from tf_fsm.core.resume import live_phase
     from tf_fsm.storage.store import open_store
+    from tf_fsm.views.workspace_status import workspace_of
 
     store = open_store(root, settings, ticket_id)
     state = store.load_retry_state()
@@ -181,55 +182,6 @@ def lifecycle_state(cur: Attempt | None, phase: str | None, events: Sequence[Eve
     steps = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
     mine = [e for e in attempt_events(events, cur.attemptNumber) if isinstance(e, steps)]
     return MERGING if mine and isinstance(mine[-1], wev.MergeStarted | wev.MergeRebased) else state
-
-
-def workspace_of(events: Sequence[Event], attempt: int | None) -> dict[str, Any] | None:
-    """The ticket's git workspace as its journal records it (docs/workspaces.md), None when it
-    never had one: its branch, base and worktree, the checkpoints of attempt `attempt`, the
-    merge commit of that attempt, the refs that keep work set aside. Only the journal (already
-    read) and one stat: `status` starts no git process."""
-    from tf_fsm.core import workspace_events as wev
-    from tf_fsm.engine.accounting import attempt_events
-
-    ready, removed = None, False
-    for event in events:  # the last time it was made or found, and whether it went since
-        if isinstance(event, wev.WorkspaceReady):
-            ready, removed = event, False
-        elif isinstance(event, wev.WorkspaceRemoved):
-            removed = removed or event.branchDeleted
-    if ready is None:
-        return None
-    mine = attempt_events(events, attempt) if attempt is not None else []
-    merges = [e.commit for e in mine if isinstance(e, wev.MergeCompleted)]
-    return {
-        "branch": ready.branch,
-        "base": ready.base,
-        "path": ready.path,
-        "exists": Path(ready.path).is_dir(),
-        "branchDeleted": removed,
-        "checkpoints": [
-            {"attempt": e.attempt, "phase": e.phase, "sha": e.sha}
-            for e in mine
-            if isinstance(e, wev.CheckpointCommitted)
-        ],
-        "merged": merges[-1] if merges else None,
-        "setAside": list(dict.fromkeys(e.ref for e in events if isinstance(e, wev.WorkSetAside))),
-    }
-
-
-def workspace_line(ticket_id: str, ws: dict[str, Any], attempt: int | None) -> str:
-    """`status`'s line on a ticket's workspace, from `workspace_of`."""
-    points = ", ".join(f"{c['phase']} {c['sha'][:8]}" for c in ws["checkpoints"]) or "none"
-    line = f"{ticket_id}: branch {ws['branch']} (base {ws['base']}) at {ws['path']}"
-    if attempt is not None:
-        line += f"; checkpoints of attempt {attempt}: {points}"
-    if ws["merged"]:
-        line += f"; merged into {ws['base']} as {ws['merged'][:8]}"
-    if not ws["exists"]:
-        line += "; worktree and branch removed" if ws["branchDeleted"] else "; worktree removed"
-    if ws["setAside"]:
-        line += f"; work set aside under {', '.join(ws['setAside'])}"
-    return line
 
 
 def cost_summary(

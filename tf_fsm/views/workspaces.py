@@ -11,6 +11,7 @@ stay reachable under refs/tf/<id>/ (tf_fsm.workspace.worktree `remove` keeps the
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,8 +111,6 @@ def _entries(
 def _row(
     root: Path, settings: LoadedSettings, entry: _Entry, heads: dict[str, str]
 ) -> dict[str, Any]:
-    from tf_fsm.workspace.worktree import disk_usage
-
     ws, base = _workspace(root, settings, entry)
     ahead, behind = _ahead_behind(ws.root_git, heads, entry.branch, base)
     changes = _changes(ws) if entry.registered and entry.tree.is_dir() else None
@@ -199,6 +198,24 @@ def _ticket_state(root: Path, settings: LoadedSettings, ticket_id: str) -> tuple
     if not ticket_path(root, ticket_id).is_file():
         return f"{words}, no ticket file", locked, True
     return words, locked, words in (*DONE_WITH, "no ticket state")
+
+
+def disk_usage(path: Path) -> int:
+    """The bytes `path` takes on disk (allocated blocks), symlinks not followed, a file with
+    several hard links counted once; 0 when it does not exist."""
+    total, stack, seen = 0, [path], set[tuple[int, int]]()
+    while stack:
+        current = stack.pop()
+        try:
+            info = current.lstat()
+            if stat.S_ISDIR(info.st_mode):
+                stack.extend(current.iterdir())
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if info.st_nlink < 2 or (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            total += getattr(info, "st_blocks", 0) * 512 or info.st_size
+    return total
 
 
 def human_size(size: int) -> str:

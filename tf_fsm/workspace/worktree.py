@@ -154,24 +154,6 @@ def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[s
     return notes
 
 
-def disk_usage(path: Path) -> int:
-    """The bytes `path` takes on disk (allocated blocks), symlinks not followed, a file with
-    several hard links counted once; 0 when it does not exist."""
-    total, stack, seen = 0, [path], set[tuple[int, int]]()
-    while stack:
-        current = stack.pop()
-        try:
-            info = current.lstat()
-            if stat.S_ISDIR(info.st_mode):
-                stack.extend(current.iterdir())
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if info.st_nlink < 2 or (info.st_dev, info.st_ino) not in seen:
-            seen.add((info.st_dev, info.st_ino))
-            total += getattr(info, "st_blocks", 0) * 512 or info.st_size
-    return total
-
-
 # -- the branch and the root's ignore rules ------------------------------------------------
 
 
