@@ -58,31 +58,39 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
     settings = load_settings(root)
     if args.action == "prune":
         return _prune(root, settings, names, args)
-    from tf_fsm.views.workspaces import no_repository, workspace_rows
+    from tf_fsm.views.workspaces import workspace_rows
 
     rows = workspace_rows(root, settings)
-    if args.json:
-        print_json(rows or [], indent=2)
-    elif rows is None:
-        print(f"{no_repository(root)}: no ticket has a workspace")
-    elif not rows:
-        print("no ticket workspaces (no tf/<id> branch, no directory under the worktrees dir)")
-    else:
-        _print_table(rows)
+    none = "no ticket workspaces (no tf/<id> branch, no directory under the worktrees dir)"
+    if not _said(root, rows, args.json, "no ticket has a workspace", none):
+        _print_table(rows or [])
     return EXIT_OK
 
 
+def _said(
+    root: Path, found: list[dict[str, Any]] | None, as_json: bool, outside: str, none: str
+) -> bool:
+    """`found` as JSON, or the one line for a project outside git (`outside`) or for nothing
+    found (`none`): whether that said it all (else the caller prints the rows)."""
+    from tf_fsm.views.workspaces import no_repository
+
+    if as_json:
+        print_json(found or [], indent=2)
+    elif found is None:
+        print(f"{no_repository(root)}: {outside}")
+    elif not found:
+        print(none)
+    else:
+        return False
+    return True
+
+
 def _prune(root: Path, settings: Any, names: list[str], args: argparse.Namespace) -> int:
-    from tf_fsm.views.workspaces import OUTCOMES, no_repository, prune
+    from tf_fsm.views.workspaces import OUTCOMES, prune
 
     results = prune(root, settings, names, force=args.force, dry_run=args.dry_run)
-    if args.json:
-        print_json(results or [], indent=2)
-    elif results is None:
-        print(f"{no_repository(root)}: no workspace to prune")
-    elif not results:
-        print("no ticket workspaces to prune")
-    for result in [] if args.json else results or []:
+    said = _said(root, results, args.json, "no workspace to prune", "no ticket workspaces to prune")
+    for result in [] if said else results or []:
         outcome = OUTCOMES[result["outcome"]]
         if args.dry_run and result["done"]:
             outcome = f"would be {outcome} (dry run)"
