@@ -21,6 +21,7 @@ from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
 from tf_fsm.workspace import merge as queue
+from tf_fsm.workspace.git import rebase_in_progress
 from tf_fsm.workspace.model import TICKET_TRAILER, Workspace, ticket_dir_in
 from tf_fsm.workspace.recovery import recover
 
@@ -181,7 +182,7 @@ def _rebase_in(run: RunContext, ws: Workspace, n: int) -> Literal["none", "ours"
     if not ws.tree.is_dir():
         return "none"
     own = ws.git.git_dir()
-    if not ((own / "rebase-merge").is_dir() or (own / "rebase-apply").is_dir()):
+    if not rebase_in_progress(own):
         return "none"
     merging = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
     events = attempt_events(run.store.read_events().events, n)

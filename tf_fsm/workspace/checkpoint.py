@@ -15,7 +15,14 @@ from pathlib import Path
 
 from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.fs.atomic import atomic_write_bytes
-from tf_fsm.workspace.git import Git, paths_of, pathspec_excluding, said
+from tf_fsm.workspace.git import (
+    Git,
+    literal,
+    paths_of,
+    pathspec_excluding,
+    said,
+    under,
+)
 from tf_fsm.workspace.locks import clear_stale_locks
 from tf_fsm.workspace.model import BOOKKEEPING, TICKET_TRAILER, Workspace
 
@@ -149,9 +156,9 @@ def stage(git: Git, paths_out: Sequence[str], *, keep_bookkeeping: bool) -> list
     `keep_bookkeeping` (a merge in progress staged them)."""
     git.run("add", "--all", "--", *pathspec_excluding(paths_out))
     staged = paths_of(git.run("diff", "--cached", "--name-only", "-z", "HEAD").stdout)
-    inside = [p for p in staged if _under(p, paths_out)]
+    inside = [p for p in staged if under(p, paths_out)]
     if inside and not keep_bookkeeping:
-        git.run("reset", "--quiet", "--", *(f":(literal){p}" for p in paths_out))
+        git.run("reset", "--quiet", "--", *literal(paths_out))
         staged = [p for p in staged if p not in inside]
     return staged
 
@@ -170,10 +177,6 @@ def commit_message(message: str, ticket_id: str, trailers: Mapping[str, str]) ->
 def excluded(ws: Workspace) -> list[str]:
     """What tf_fsm never commits in a ticket's worktree."""
     return [*BOOKKEEPING, *ws.copied]
-
-
-def _under(path: str, tops: Sequence[str]) -> bool:
-    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 
 
 def _require_branch(ws: Workspace, own: Path, doing: str) -> None:

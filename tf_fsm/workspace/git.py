@@ -62,10 +62,6 @@ class Git:
         """Did `git <args>` exit 0 (a question such as `merge-base --is-ancestor`)?"""
         return self.run(*args, check=False).exit_code == 0
 
-    def at(self, cwd: Path) -> Git:
-        """The same git in another working tree."""
-        return Git(cwd, self.env)
-
     # -- questions every caller asks ------------------------------------------------------
 
     def rev(self, name: str) -> str | None:
@@ -159,3 +155,22 @@ def paths_of(output: str) -> list[str]:
 def pathspec_excluding(paths: Sequence[str]) -> list[str]:
     """A pathspec of the whole tree except `paths` (git's `:(exclude)` magic)."""
     return [".", *(f":(exclude,literal){p}" for p in paths)]
+
+
+def literal(paths: Sequence[str]) -> list[str]:
+    """`paths` as a pathspec that takes every character literally."""
+    return [f":(literal){p}" for p in paths]
+
+
+def under(path: str, tops: Sequence[str]) -> bool:
+    """Is the repository path `path` one of `tops` or inside one of them?"""
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+
+
+#: the directories in a git directory that say a rebase is in progress there
+REBASE_STATES = ("rebase-merge", "rebase-apply")
+
+
+def rebase_in_progress(own: Path) -> bool:
+    """Is a rebase in progress in the working tree whose own git directory is `own`?"""
+    return any((own / state).is_dir() for state in REBASE_STATES)

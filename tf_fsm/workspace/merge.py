@@ -22,7 +22,7 @@ from typing import Literal
 from tf_fsm.errors import GitError, TfFsmError, WorkspaceError
 from tf_fsm.fs.atomic import atomic_write_text, exclusive, make_dirs
 from tf_fsm.workspace.checkpoint import commit_message
-from tf_fsm.workspace.git import Git, paths_of, said
+from tf_fsm.workspace.git import Git, literal, paths_of, said
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.merge_note import note_path, temp_tree, write_note
 from tf_fsm.workspace.model import MERGED_TIP_TRAILER, Workspace
@@ -31,7 +31,6 @@ from tf_fsm.workspace.rebase import (
     branch_tips,
     discard_worktree,
     listing,
-    literal,
     overwritten,
     undo_merge,
 )

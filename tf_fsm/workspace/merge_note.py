@@ -57,11 +57,3 @@ def read_note(root: Path, ticket_id: str) -> dict[str, str] | None:
             "half-done merge (git status), then remove this file",
         )  # fmt: skip
     return {k: note[k] for k in NOTE_KEYS}
-
-
-def read_text(path: Path) -> str:
-    """A file of git's state, "" when there is none."""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""

@@ -10,9 +10,11 @@ from pathlib import Path
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace.git import Git
 
+#: where tk keeps its ticket files
+TK_DIR = ".tickets"
 #: what a checkpoint never commits: tf_fsm's own state and tk's ticket files (the tk files
 #: are committed on the base branch with the ticket's merge, from the project root)
-BOOKKEEPING: tuple[str, ...] = (".tf", ".tickets")
+BOOKKEEPING: tuple[str, ...] = (".tf", TK_DIR)
 #: the trailer every commit tf_fsm makes carries, naming its ticket
 TICKET_TRAILER = "Tf-Ticket"
 #: the trailer of a merge onto the base branch: the ticket branch's tip it merged

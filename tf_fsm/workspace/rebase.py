@@ -21,12 +21,19 @@ from tf_fsm.errors import WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.door import ProcessResult
 from tf_fsm.workspace.checkpoint import excluded, keep_uncommitted
-from tf_fsm.workspace.git import Git, paths_of, pathspec_excluding, said
+from tf_fsm.workspace.git import (
+    Git,
+    literal,
+    paths_of,
+    pathspec_excluding,
+    rebase_in_progress,
+    said,
+    under,
+)
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.model import Workspace
 
 #: the state directories of a rebase in progress in a git directory (merge and apply backends)
-REBASE_STATES = ("rebase-merge", "rebase-apply")
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,7 @@ def rebase_onto_base(ws: Workspace) -> Rebased:
         return Rebased(True, [], base, tip, git.out("rev-parse", "HEAD"))
     conflict = paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
     own = git.git_dir()
-    if any((own / state).is_dir() for state in REBASE_STATES):
+    if rebase_in_progress(own):
         git.run("rebase", "--abort")
     if conflict:
         return Rebased(False, conflict, base, tip, tip)
@@ -77,11 +84,11 @@ def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
     first (checkpoint.keep_uncommitted). A rebase killed before it moved anything, or after
     it moved the branch, may have left its state unreadable: HEAD is then still on the
     branch, and the state is only removed. Notes on what was done, and the ref made."""
-    if not any((own / state).is_dir() for state in REBASE_STATES):
+    if not rebase_in_progress(own):
         return [], None
     git, notes, ref = ws.git, [], None
     result = git.run("rebase", "--abort", check=False)
-    in_the_way = [p for p in overwritten(result) if not _under(p, excluded(ws))]
+    in_the_way = [p for p in overwritten(result) if not under(p, excluded(ws))]
     if result.exit_code != 0 and in_the_way:
         ref = keep_uncommitted(ws, "interrupted-rebase")
         if ref is not None:  # else git ignores them, and the abort fails as before
@@ -93,18 +100,15 @@ def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
     if result.exit_code == 0:
         return [*notes, f"aborted an unfinished rebase in {ws.tree}: {ws.branch} is back at "
                 "its tip from before that rebase"], ref  # fmt: skip
-    if git.head_branch() is None:
+    branch = git.head_branch()
+    if branch is None:
         raise WorkspaceError(
             f"an unfinished rebase in {ws.tree} cannot be aborted: {said(result)}; finish or "
             "abort it by hand (git rebase --abort), then run again"
         )
     git.run("rebase", "--quit")
     return [*notes, f"removed the state of an unfinished rebase in {ws.tree} (HEAD was still "
-            f"on {git.head_branch()}, so nothing had moved)"], ref  # fmt: skip
-
-
-def _under(path: str, tops: Sequence[str]) -> bool:
-    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+            f"on {branch}, so nothing had moved)"], ref  # fmt: skip
 
 
 def branch_tips(ws: Workspace) -> tuple[str, str]:
@@ -122,11 +126,6 @@ def listing(paths: Sequence[str], shown: int = 10) -> str:
     """`paths` for a message: the first `shown`, and how many more."""
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
     return ", ".join(paths[:shown]) + more
-
-
-def literal(paths: Sequence[str]) -> list[str]:
-    """`paths` as a pathspec that takes every character literally."""
-    return [f":(literal){p}" for p in paths]
 
 
 def overwritten(result: ProcessResult) -> list[str]:

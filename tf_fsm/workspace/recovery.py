@@ -11,20 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tf_fsm.workspace.agent_files import read_if_present
 from tf_fsm.workspace.git import Git
 from tf_fsm.workspace.locks import clear_stale_locks
 from tf_fsm.workspace.merge_note import (
     note_path,
     noted_tickets,
     read_note,
-    read_text,
     temp_tree,
 )
-from tf_fsm.workspace.model import MERGED_TIP_TRAILER, Workspace
+from tf_fsm.workspace.model import MERGED_TIP_TRAILER, TK_DIR, Workspace
 from tf_fsm.workspace.rebase import abort_rebase, discard_worktree, sweep_temp_files, undo_merge
-
-#: where tk keeps its tickets: what a merge that left no note of its tk file kept out
-TK_DIR = ".tickets"
 
 
 @dataclass(frozen=True)
@@ -81,11 +78,12 @@ def _recover_merge(ws: Workspace, common: Path) -> list[str]:
     note = read_note(ws.root, ws.ticket_id)
     if note is not None:
         return _undo(ws.root, common, ws.ticket_id, note["tip"], note)
-    merge_head = read_text(common / "MERGE_HEAD").strip()
+    merge_head = (read_if_present(common / "MERGE_HEAD") or "").strip()
     if not merge_head and not (common / "SQUASH_MSG").exists():
         return []
     tip = ws.root_git.rev(f"refs/heads/{ws.branch}") or ""
-    ours = f"{MERGED_TIP_TRAILER}: {tip}" in read_text(common / "SQUASH_MSG") or merge_head == tip
+    squash = read_if_present(common / "SQUASH_MSG") or ""
+    ours = f"{MERGED_TIP_TRAILER}: {tip}" in squash or merge_head == tip
     if ours:
         return _undo(ws.root, common, ws.ticket_id, tip, None)
     if not merge_head:

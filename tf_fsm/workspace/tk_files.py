@@ -10,10 +10,8 @@ a ref (never dropped) and the worktree's `.tickets/` is put back as the branch h
 from __future__ import annotations
 
 from tf_fsm.workspace.checkpoint import commit_message, save_ref
-from tf_fsm.workspace.git import Git
-from tf_fsm.workspace.model import Workspace
-
-TICKETS = ".tickets"
+from tf_fsm.workspace.git import Git, literal
+from tf_fsm.workspace.model import TK_DIR, Workspace
 
 
 def set_aside_tk_changes(ws: Workspace) -> str | None:
@@ -21,7 +19,7 @@ def set_aside_tk_changes(ws: Workspace) -> str | None:
     `refs/tf/<id>/tickets-in-worktree`, then restore `.tickets/` to HEAD; the ref, or None
     when nothing there changed (one git process then)."""
     git = ws.git
-    spec = ["--", f":(literal){TICKETS}"]
+    spec = ["--", *literal([TK_DIR])]
     if not git.out("status", "--porcelain", "-z", "--untracked-files=all", *spec):
         return None
     index = git.git_dir() / "tf-fsm-tickets.index"

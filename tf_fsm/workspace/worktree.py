@@ -33,7 +33,7 @@ from tf_fsm.workspace.agent_files import (
     remove_entry,
 )
 from tf_fsm.workspace.checkpoint import clear_locks, keep_uncommitted, on_branch, save_ref
-from tf_fsm.workspace.git import Git, require_repository
+from tf_fsm.workspace.git import Git, rebase_in_progress, require_repository
 from tf_fsm.workspace.locks import git_processes_in, worktree_registry
 from tf_fsm.workspace.merge import merge_of
 from tf_fsm.workspace.model import (
@@ -259,7 +259,7 @@ def _gitfile_target(tree: Path) -> Path | None:
 def _check_branch(tree: Path, admin: Path, branch: str) -> None:
     if on_branch(Git(tree), admin, branch):
         return
-    if (admin / "rebase-merge").exists() or (admin / "rebase-apply").exists():
+    if rebase_in_progress(admin):
         return  # the branch's rebase detaches HEAD until it ends (or is aborted)
     raise WorkspaceError(
         f"the worktree {tree} does not have the branch {branch} checked out: check it out "
