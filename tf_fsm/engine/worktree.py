@@ -60,9 +60,11 @@ class TicketWorktree:
         mirror.fill(self.store_dir, self.mirror, [p for p in extra if p.is_file()], self.path)
 
     def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
-        for name in mirror.collect(self.mirror, self.store_dir, invocation.output.name):
-            run.store.redact_agent_file(self.store_dir / name)  # no secret stays, either side
-            mirror.fill(self.store_dir, self.mirror, [self.store_dir / name], self.path)
+        taken = mirror.collect(self.mirror, self.store_dir, invocation.output.name)
+        for name in taken:
+            run.store.redact_agent_file(self.store_dir / name)
+        if taken:  # the redacted copies back: no secret stays on either side
+            mirror.fill(self.store_dir, self.mirror, [self.store_dir / n for n in taken], self.path)
 
     def _in_store(self, agent_path: Path) -> Path:
         return self.store_dir / agent_path.relative_to(self.mirror)
