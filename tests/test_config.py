@@ -370,3 +370,15 @@ def test_settings_record_vouches_only_for_the_same_bytes_and_tf_fsm_version(
     assert nothing_run(tmp_path) is True
     monkeypatch.setattr(tf_fsm, "__version__", "0.0.0-other")
     assert nothing_run(tmp_path) is False
+
+
+@pytest.mark.parametrize("prefix", ["/", "tf//", "-tf/", "tf/.", "tf/a..b", "tf/x.lock/"])
+def test_a_branch_prefix_git_would_refuse_names_the_setting(prefix: str) -> None:
+    with pytest.raises(SettingsError, match=r"workspace\.branchPrefix.*followed by a ticket id"):
+        settings_from_dict({"workspace": {"branchPrefix": prefix}})
+
+
+@pytest.mark.parametrize("prefix", ["tf/", "agents/tf-", "t"])
+def test_a_branch_prefix_git_accepts_is_kept_as_written(prefix: str) -> None:
+    loaded = settings_from_dict({"workspace": {"branchPrefix": prefix}})
+    assert loaded.settings.workspace.branchPrefix == prefix

@@ -64,7 +64,16 @@ class Workspace(Section):
     @field_validator("branchPrefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
-        return check_ref_part(value.rstrip("/"), "branch") and value
+        # checked with a ticket id after it, as the branches are named: "/" (an empty first
+        # component) and "tf//" (an empty one) are refused as git refuses those branches
+        try:
+            check_ref_part(f"{value}pt-1", "branch")
+        except ValueError:
+            raise ValueError(
+                f"{value!r} followed by a ticket id is not a git branch name "
+                "(git check-ref-format)"
+            ) from None
+        return value
 
     @field_validator("baseBranch")
     @classmethod
