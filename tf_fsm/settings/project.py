@@ -30,8 +30,6 @@ STATE_IGNORE = """\
 /ralph/
 /cache/
 """
-#: the same paths, from the project root (for a repository whose .tf/.gitignore is missing)
-STATE_PATHS: tuple[str, ...] = (".tf/knowledge/tickets/", ".tf/ralph/", ".tf/cache/")
 
 
 def find_project_root(start: Path | None = None, environ: Mapping[str, str] | None = None) -> Path:
