@@ -53,6 +53,16 @@ def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event
     return [e for e in tail if e.attempt == number]
 
 
+def merge_under_way(events: Sequence[ev.Event], number: int) -> bool:
+    """Did attempt `number`'s merge begin and not end: its last merge step a MergeStarted or
+    a MergeRebased (a run killed in the merge queue, or one merging now)?"""
+    from tf_fsm.core import workspace_events as wev
+
+    steps = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
+    mine = [e for e in attempt_events(events, number) if isinstance(e, steps)]
+    return bool(mine) and isinstance(mine[-1], wev.MergeStarted | wev.MergeRebased)
+
+
 def replace_current(state: RetryState, attempt: Attempt) -> RetryState:
     return state.model_copy(update={"attempts": [*state.attempts[:-1], attempt]})
 

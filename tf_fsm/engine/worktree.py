@@ -16,7 +16,7 @@ from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.machine import MERGE_PHASE
 from tf_fsm.engine import mirror
-from tf_fsm.engine.accounting import attempt_events
+from tf_fsm.engine.accounting import attempt_events, merge_under_way
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
@@ -186,10 +186,7 @@ def _rebase_in(run: RunContext, ws: Workspace, n: int) -> Literal["none", "ours"
     own = ws.git.git_dir()
     if not rebase_in_progress(own):
         return "none"
-    merging = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
-    events = attempt_events(run.store.read_events().events, n)
-    last = next((e for e in reversed(events) if isinstance(e, merging)), None)
-    return "ours" if isinstance(last, wev.MergeStarted | wev.MergeRebased) else "theirs"
+    return "ours" if merge_under_way(run.store.read_events().events, n) else "theirs"
 
 
 def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:

@@ -172,16 +172,13 @@ def state_words(row: dict[str, Any]) -> str:
 def lifecycle_state(cur: Attempt | None, phase: str | None, events: Sequence[Event]) -> str:
     """The lifecycle state the ticket's current attempt stands in (derived, never stored):
     `merging` while its merge is under way (or was, when the run was killed in it)."""
-    from tf_fsm.core import workspace_events as wev
     from tf_fsm.core.machine import MERGING, state_of_attempt
-    from tf_fsm.engine.accounting import attempt_events
+    from tf_fsm.engine.accounting import merge_under_way
 
     state = state_of_attempt(cur.status if cur else None, phase)
     if cur is None or cur.status != "in_progress":
         return state
-    steps = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
-    mine = [e for e in attempt_events(events, cur.attemptNumber) if isinstance(e, steps)]
-    return MERGING if mine and isinstance(mine[-1], wev.MergeStarted | wev.MergeRebased) else state
+    return MERGING if merge_under_way(events, cur.attemptNumber) else state
 
 
 def cost_summary(
