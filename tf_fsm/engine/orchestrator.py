@@ -79,7 +79,6 @@ class TicketRun:
         self.now, self.sleep = now, sleep
         self.prompts = PromptLibrary(root)
         self.tree: RunTree = SharedTree(root)  # the ticket's worktree once it has one
-        self.head: str | None = None  # the commit the attempt started from (worktree mode)
 
     # -- persistence helpers --------------------------------------------------------------
 
@@ -254,7 +253,7 @@ class TicketRun:
         return AttemptContext(number, trigger, resolution, plan, facts, prior)
 
     def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
-        self.head = self.tree.begin_attempt(self, state)  # a rollback happens here
+        head = self.tree.begin_attempt(self, state)  # a rollback happens here
         state = state or new_state(self.ticket_id, self.now())
         attempt = self.new_attempt_context(state, trigger)
         number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
@@ -272,7 +271,7 @@ class TicketRun:
         )
         # Unflushed: made durable with the first phase's events (a crash before that is
         # resumed from retry-state.json, which journals the start again).
-        self._journal_start(attempt, flush=False)
+        self._journal_start(attempt, head, flush=False)
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         if escalated:
             reason = "; ".join(resolution.roles[r].reason for r in escalated)
@@ -305,7 +304,10 @@ class TicketRun:
 
         return merge_ticket(self, attempt, reason)
 
-    def _journal_start(self, attempt: AttemptContext, flush: bool = True) -> None:
+    def _journal_start(
+        self, attempt: AttemptContext, head: str | None, flush: bool = True
+    ) -> None:
+        """`head`: the commit the attempt started from (None in a tree without commits)."""
         res = attempt.resolution
         self.event(
             ev.AttemptStarted,
@@ -314,7 +316,7 @@ class TicketRun:
             trigger=attempt.trigger,
             escalation=res.escalation_record().to_json_dict(),
             models={r: {"model": x.model, "source": x.source} for r, x in res.roles.items()},
-            **({"head": self.head} if self.head else {}),
+            **({"head": head} if head else {}),
         )
 
     def write_chain_context(self, attempt: AttemptContext) -> None:
@@ -330,13 +332,13 @@ class TicketRun:
         attempt = self.resumed_attempt(cur.attemptNumber, cur.trigger, cur.tier, point)
         attempt.resumed_from = cur.status
         # the commit it resumes from: where it started, when it was never journaled as started
-        self.head = self.tree.resume_attempt(self, cur.attemptNumber, finished=point.finished)
+        head = self.tree.resume_attempt(self, cur.attemptNumber, finished=point.finished)
         state = self.save(reopen_attempt(state, self.now()))
         started = any(
             isinstance(e, ev.AttemptStarted) and e.attempt == cur.attemptNumber for e in events
         )
         if not started:  # killed between saving the attempt and journaling it
-            self._journal_start(attempt)
+            self._journal_start(attempt, head)
         # The attempt may have died before these were written; they are cheap to write again.
         self.write_chain_context(attempt)
         self._mark_in_progress()
