@@ -26,8 +26,8 @@ from tf_fsm.errors import PromptTemplateError
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
     from tf_fsm.engine.context import AttemptContext
-    from tf_fsm.settings.schema import Workflow
-    from tf_fsm.workspace.baseline import Lookup
+    from tf_fsm.settings.schema import QualityGate, Workflow
+    from tf_fsm.workspace.baseline import BaseResult, Lookup
 
 #: renders one prompt: (phase, role, artifact, gate feedback) -> its text
 Render = Callable[..., str]
@@ -95,12 +95,19 @@ def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields:
     )  # fmt: skip
 
 
-def baseline_of(run: RunContext) -> Lookup | None:
+def baseline_of(run: RunContext) -> Lookup:
     """What a failing required gate is judged against: its result on the ticket's base
-    commit, computed when first needed and cached by the commit (docs/gates.md); None
-    outside git, where a failing required gate blocks as it always did."""
-    sha = run.tree.base_commit()
-    if sha is None:
-        return None
-    gates = run.settings.workflow.qualityGates
-    return gate_baseline(run.root, sha, gates, lambda text: run.observer.note(run.ticket_id, text))
+    commit, computed when first needed and cached by the commit (docs/gates.md); none
+    outside git, where a failing required gate blocks as it always did. The base commit is
+    only looked for then too: gates that pass cost no git process."""
+    found: list[Lookup | None] = []
+
+    def of(gate: QualityGate) -> BaseResult | None:
+        if not found:
+            sha = run.tree.base_commit()
+            note = lambda text: run.observer.note(run.ticket_id, text)  # noqa: E731
+            gates = run.settings.workflow.qualityGates
+            found.append(None if sha is None else gate_baseline(run.root, sha, gates, note))
+        return found[0](gate) if found[0] is not None else None
+
+    return of
