@@ -27,14 +27,10 @@ class SharedTree:
 
     def base_commit(self) -> str | None:
         """HEAD: tickets in the shared tree commit nothing, so it is what they started from."""
-        from tf_fsm.workspace.git import Git, repository_root
+        from tf_fsm.workspace.git import Git
+        from tf_fsm.workspace.mode import not_ready
 
-        if not any((d / ".git").exists() for d in (self.path, *self.path.resolve().parents)):
-            return None  # no git at all: known without starting it
-        top = repository_root(self.path)
-        if top is None or top.resolve() != self.path.resolve():
-            return None
-        return Git(self.path).rev("HEAD")
+        return None if not_ready(self.path) else Git(self.path).rev("HEAD")
 
     def before_invocation(self, run: RunContext, invocation: Invocation) -> None:
         pass

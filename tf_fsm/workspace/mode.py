@@ -35,7 +35,7 @@ def choose(
     """The tree `ticket_id` runs in. `explicit`: --worktree (True) or --no-worktree (False);
     `parallel`: a worker of a loop that runs several tickets at once."""
     asked, why = _asked(settings, explicit, parallel)
-    problem = _not_ready(root)
+    problem = not_ready(root)
     branch = branch_name(settings, ticket_id)
     has_branch = problem is None and Git(root).rev(f"refs/heads/{branch}") is not None
     if asked is False and has_branch and why != "auto":
@@ -73,7 +73,7 @@ def for_loop(
     asked, why = _asked(settings, explicit, workers > 1)
     if not asked:
         return Mode(False)
-    problem = _not_ready(root)
+    problem = not_ready(root)
     if problem is not None:
         if why != "auto":
             raise WorkspaceError(f"{why} asks for worktrees, but {problem}")
@@ -95,7 +95,7 @@ def _asked(
     return parallel or settings.settings.ralph.serialUseWorktree, "auto"
 
 
-def _not_ready(root: Path) -> str | None:
+def not_ready(root: Path) -> str | None:
     """Why the project cannot have worktrees, or None: it must be the top of a git working
     tree with at least one commit."""
     if not any((d / ".git").exists() for d in (root, *root.resolve().parents)):
