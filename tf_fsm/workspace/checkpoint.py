@@ -208,14 +208,15 @@ def _clear_locks(ws: Workspace) -> tuple[Path, Path]:
 
 
 def clear_locks(
-    common: Path, own_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str
-) -> list[str]:
+    common: Path, own_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str,
+    more_refs: Sequence[str] = (),
+) -> list[str]:  # fmt: skip
     """`clear_stale_locks` of the repository and the ticket's own refs (its branch, moved by
-    every checkpoint, and its refs/tf/<id>/ refs), and of the ticket worktree's own git
-    directories `own_dirs`. Those hold the worktree's index.lock, which only a git running in
-    the worktree takes: they are cleared whatever runs at the root, where the other workers'
-    git commands run all the time."""
-    refs = [f"refs/heads/{branch}", f"refs/tf/{ticket_id}"]
+    every checkpoint, its refs/tf/<id>/ refs, and `more_refs`), and of the ticket worktree's
+    own git directories `own_dirs`. Those hold the worktree's index.lock, which only a git
+    running in the worktree takes: they are cleared whatever runs at the root, where the
+    other workers' git commands run all the time."""
+    refs = [f"refs/heads/{branch}", f"refs/tf/{ticket_id}", *more_refs]
     notes = clear_stale_locks([common], [root, tree], refs)
     return notes + clear_stale_locks(own_dirs, [tree])
 

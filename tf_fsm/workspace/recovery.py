@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tf_fsm.workspace.agent_files import read_if_present
+from tf_fsm.workspace.checkpoint import clear_locks
 from tf_fsm.workspace.git import Git
-from tf_fsm.workspace.locks import clear_stale_locks
 from tf_fsm.workspace.merge_note import (
     note_path,
     noted_tickets,
@@ -41,10 +41,11 @@ def recover(ws: Workspace) -> Recovered:
     in the merge queue (`merge_lock`)."""
     tree = ws.tree.is_dir()
     own, common = (ws.git if tree else ws.root_git).dirs()
-    refs = [f"refs/heads/{ws.branch}", f"refs/heads/{ws.base_branch}"]
-    notes, kept = clear_stale_locks([common], [ws.root, ws.tree], refs), None
-    if tree:  # the worktree's own locks: only a git running in it takes them
-        notes += clear_stale_locks([own], [ws.tree])
+    base = [f"refs/heads/{ws.base_branch}"]
+    owns = [own] if tree else []
+    notes = clear_locks(common, owns, ws.root, ws.tree, ws.branch, ws.ticket_id, base)
+    kept = None
+    if tree:
         aborted, kept = abort_rebase(ws, own)
         notes += aborted
     for ticket_id in sorted({*noted_tickets(ws.root), ws.ticket_id}):
