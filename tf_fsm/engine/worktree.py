@@ -165,8 +165,7 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
         run.observer.note(run.ticket_id, chosen.note)
     if not chosen.worktree:
         return None
-    found = worktree.find(run.root, run.settings, run.ticket_id)
-    base = found.base_branch if found else worktree.base_branch(run.root, run.settings)
+    _found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
     ws, notes = worktree.ensure(run.root, run.settings, run.ticket_id, base)
     run.event(
         wev.WorkspaceReady, None, branch=ws.branch, base=ws.base_branch, path=str(ws.tree),

@@ -134,8 +134,7 @@ def tree_plan(run: TicketRun) -> dict[str, Any]:
                              parallel=run.options.parallel)  # fmt: skip
         found, base = None, None
         if chosen.worktree:  # as `run` names it: its recorded base, else today's
-            found = worktree.find(root, settings, ticket_id)
-            base = found.base_branch if found else worktree.base_branch(root, settings)
+            found, base = worktree.base_of(root, settings, ticket_id)
     except WorkspaceError as exc:
         return {**out, "refused": exc.message, "summary": f"refused: {exc.message} (run exits 2)"}
     if not chosen.worktree:

@@ -100,6 +100,13 @@ def find(root: Path, settings: LoadedSettings, ticket_id: str) -> Workspace | No
     return Workspace(ticket_id, root, tree, branch, record.base, record.copied)
 
 
+def base_of(root: Path, settings: LoadedSettings, ticket_id: str) -> tuple[Workspace | None, str]:
+    """The ticket's workspace, if its branch exists, and the base branch it merges into: the
+    one recorded with it, else today's (`base_branch`)."""
+    found = find(root, settings, ticket_id)
+    return found, found.base_branch if found else base_branch(root, settings)
+
+
 def ensure(
     root: Path, settings: LoadedSettings, ticket_id: str, base: str
 ) -> tuple[Workspace, list[str]]:
