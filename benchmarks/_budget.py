@@ -1,5 +1,5 @@
-"""Shared by the benchmarks: medians, the PASS/FAIL line each budget prints, and the
-installed copy of tf_fsm every benchmark runs.
+"""Shared by the benchmarks: medians, the PASS/FAIL line each budget prints, the own time of
+wrapped functions (`wrapped`), and the installed copy of tf_fsm every benchmark runs.
 
 Importing this module puts a byte-compiled copy of the package first on the path, of this
 process and of every process it starts (PYTHONPATH): tf_fsm laid out as a wheel installs it
@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import atexit
 import compileall
+import contextlib
+import functools
 import os
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 
@@ -63,3 +67,39 @@ def budget(name: str, value: float, limit: float, detail: str) -> bool:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
+
+
+@contextlib.contextmanager
+def wrapped(
+    parts: tuple[tuple[str, Any, str], ...], seconds: dict[str, float], calls: Counter[str]
+) -> Iterator[None]:
+    """Time and count the `parts` while the block runs; each call's own time (less the wrapped
+    calls inside it) goes to its label."""
+    stack: list[list[float]] = []  # per running wrapped call: [time spent in inner ones]
+
+    def wrap(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            stack.append([0.0])
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - start
+                inner = stack.pop()[0]
+                seconds[label] = seconds.get(label, 0.0) + spent - inner
+                calls[label] += 1
+                if stack:
+                    stack[-1][0] += spent
+
+        return timed
+
+    present = [(label, owner, name) for label, owner, name in parts if name in vars(owner)]
+    saved = [(owner, name, vars(owner)[name]) for _, owner, name in present]
+    try:
+        for label, owner, name in present:
+            setattr(owner, name, wrap(label, vars(owner)[name]))
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)

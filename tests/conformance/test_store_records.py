@@ -23,7 +23,13 @@ from tests.conformance.stores import (
     tree,
     write_state,
 )
-from tf_fsm.core.journal import AttemptFinished, AttemptStarted, JournalTailDropped, RetryStateReset
+from tf_fsm.core.journal import (
+    AttemptFinished,
+    AttemptStarted,
+    JournalTailDropped,
+    RetryStateReset,
+    ViewSaved,
+)
 from tf_fsm.core.journal_codec import encode
 from tf_fsm.errors import (
     CorruptStateError,
@@ -60,7 +66,11 @@ def test_save_then_load_round_trips_in_pi_ticketflows_format(
     store.save_retry_state(state_of().model_copy(update={"retryCount": 1}))
     loaded = make(TICKET).load_retry_state()
     assert loaded is not None and loaded.retryCount == 1
-    assert sorted(p.name for p in store.dir.iterdir()) == ["retry-state.json"]
+    # the journal holds the file's after-image (the file is a view of it)
+    assert sorted(p.name for p in store.dir.iterdir()) == ["events.jsonl", "retry-state.json"]
+    image = store.read_events().events[-1]
+    assert isinstance(image, ViewSaved) and image.file == "retry-state.json"
+    assert image.content == json.loads(store.retry_state_path.read_text(encoding="utf-8"))
 
 
 def test_saved_state_is_redacted(store: Store) -> None:
@@ -264,4 +274,6 @@ def test_writes_in_a_batch_are_readable_at_once_and_kept(
         store.write_artifact("notes.md", "x\n")
         assert make(TICKET).read_artifact("notes.md") == "x\n"
         store.append_event(attempt_started(2))
-    assert make(TICKET).read_events().events == [attempt_started(1), attempt_started(2)]
+    events = make(TICKET).read_events().events
+    assert events[:2] == [attempt_started(1), attempt_started(2)]
+    assert [e.event for e in events[2:]] == ["ViewsSynced"]  # the batch's durable point

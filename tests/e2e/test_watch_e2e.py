@@ -144,7 +144,8 @@ def handoff_project(
         (project / ".tickets" / f"{ticket}.md").write_text(TICKET.format(id=ticket))
         result = run_cli("run", ticket, cwd=project)
         assert result.returncode == 6, result.stderr  # waiting for research.md
-        assert events(project, ticket)[-1]["event"] == "PhaseWaiting"
+        lifecycle = [e for e in events(project, ticket) if not e["event"].startswith("View")]
+        assert lifecycle[-1]["event"] == "PhaseWaiting"  # then the state's image, the sync
 
 
 class Proc:

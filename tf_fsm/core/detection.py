@@ -10,6 +10,7 @@ values out.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -185,16 +186,35 @@ def _review_sections(text: str) -> tuple[list[str], str, list[tuple[str, list[st
     return stats_lines, stats_title, sections
 
 
+# A run reads the same review.md several times (its counts when each attempt and each phase
+# runner starts, its findings for the signature and the next prompt): parsed once, and each
+# caller gets its own copy of the result.
+_PARSED = 32  # texts remembered
+_PARSED_CHARS = 256 * 1024  # a longer text is parsed each time, not kept
+
+
 def extract_findings(text: str) -> dict[str, list[str]]:
     """The findings listed under each severity heading, in file order (texts, not counts)."""
+    found = _findings(text) if len(text) <= _PARSED_CHARS else _findings.__wrapped__(text)
+    return {severity: list(items) for severity, items in found}
+
+
+@functools.lru_cache(maxsize=_PARSED)
+def _findings(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     out: dict[str, list[str]] = {}
     for severity, body in _review_sections(text)[2]:
         out.setdefault(severity, []).extend(findings_in(body))
-    return out
+    return tuple((severity, tuple(items)) for severity, items in out.items())
 
 
 def parse_review(text: str) -> ReviewCounts:
     """Statistics section values, else the top-level findings under each severity heading."""
+    parsed = _parse_review(text) if len(text) <= _PARSED_CHARS else _parse_review.__wrapped__(text)
+    return ReviewCounts(dict(parsed.counts), parsed.source, parsed.notes)
+
+
+@functools.lru_cache(maxsize=_PARSED)
+def _parse_review(text: str) -> ReviewCounts:
     stats_lines, stats_title, sections = _review_sections(text)
     stats = counts_in(stats_lines)
     listed: dict[str, int] = {}

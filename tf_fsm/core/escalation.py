@@ -320,14 +320,23 @@ def same_failure(
     return decide("escalate", higher, f"{pair} failed the same way; the curve escalates")
 
 
+#: tier_models of the last settings asked about (a run asks after every blocked attempt, and
+#: when it plans the next): by identity, settings are frozen once loaded
+_TIERS_OF: list[tuple[LoadedSettings, dict[int, Models]]] = []
+
+
 def tier_models(settings: LoadedSettings) -> dict[int, Models]:
     """The escalated models of each tier under these settings (a tier with no configured
     model for its roles runs the same models as the tier below it)."""
+    for seen, models in _TIERS_OF:
+        if seen is settings:
+            return dict(models)
     out: dict[int, Models] = {}
     for tier in range(1, TOP_TIER + 1):
         record = resolve(tier, settings).escalation_record().to_json_dict()
         out[tier] = tuple(sorted(record.items()))
-    return out
+    _TIERS_OF[:] = [(settings, out), *_TIERS_OF[:3]]
+    return dict(out)
 
 
 def detect_same_failure(state: RetryState | None, settings: LoadedSettings) -> SameFailure | None:

@@ -206,6 +206,34 @@ class PhaseCompleted(Event):
     phase: str
     artifact: str
     sha256: str
+    #: every file the phase wrote or took from its agents (name under the ticket directory ->
+    #: sha256): none of them was fsynced, so a resume checks them all (docs/retry-state.md)
+    files: dict[str, str] | None = None
+
+
+class ViewSaved(Event):
+    """The after-image of a view tf_fsm keeps (`retry-state.json`, `chain-context.json`),
+    journaled just before the file is written: after a crash the file is rebuilt from it."""
+
+    event: Literal["ViewSaved"] = "ViewSaved"
+    file: str
+    content: dict[str, Any]
+
+
+class ViewsSynced(Event):
+    """Everything the run wrote before this line was on disk (the durable point at the end
+    of a run): a journal that ends otherwise was cut short by a crash."""
+
+    event: Literal["ViewsSynced"] = "ViewsSynced"
+
+
+class ViewsChecked(Event):
+    """A run found the journal cut short by a crash (no ViewsSynced at its end) and checked
+    the views against their journaled after-images: `repaired` names those it found missing,
+    empty, torn or stale and rewrote (none: every view was whole)."""
+
+    event: Literal["ViewsChecked"] = "ViewsChecked"
+    repaired: list[str]
 
 
 class PhaseFailed(Event):

@@ -20,10 +20,16 @@ from tf_fsm.core.journal import Event, event_class, validation_problem
 
 
 def encode(event: Event) -> bytes:
-    """One line: compact JSON, UTF-8, `\\n`-terminated. json.dumps escapes control characters,
-    so the only raw newline is the terminator."""
-    text = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    """One line: compact JSON, UTF-8, `\\n`-terminated (`encode_text` and the newline)."""
+    return encode_text(event).encode("utf-8") + b"\n"
+
+
+def encode_text(event: Event) -> str:
+    """The event as one line of compact JSON, without its newline: pydantic's own serializer,
+    about five times faster than `json.dumps` of `model_dump` and the same text (fields in
+    order, no spaces, non-ASCII kept, control characters escaped, so no raw newline in it),
+    but for a float under 1e-4, spelled `0.00001` instead of `1e-05`: the same number."""
+    return event.model_dump_json()
 
 
 class JournalLineError(ValueError):

@@ -1,10 +1,11 @@
 """Where an interrupted attempt picks up: the first phase that is not complete.
 
 A phase is complete when the journal has its `PhaseCompleted` (or `PhaseSkipped`) for this
-attempt, and its artifact is still on disk, unchanged (same sha256) and not older than the
-artifact of a phase before it. Without a journal (artifacts from pi-ticketflow, a hand-made
-directory) the artifacts' timestamps decide: they must be in phase order. Pure: the files are
-seen through a `look` callback.
+attempt, its artifact is still on disk, unchanged (same sha256) and not older than the
+artifact of a phase before it, and so is every other file its completion recorded (`files`:
+none of them was fsynced, so a power cut may have taken any). Without a journal (artifacts
+from pi-ticketflow, a hand-made directory) the artifacts' timestamps decide: they must be in
+phase order. Pure: the files are seen through a `look` callback.
 """
 
 from __future__ import annotations
@@ -54,31 +55,38 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
         if events:  # tf_fsm's own journal, but this attempt died before its first event
             return ResumePoint(PHASES[0], f"attempt {attempt} stopped before its first phase")
         return _by_timestamps(look)
-    done: dict[str, str | None] = {}  # phase -> sha256 (None: skipped)
+    done: dict[str, ev.PhaseCompleted | None] = {}  # None: skipped
     for event in mine:
         if isinstance(event, ev.AttemptResumed):
             done = {p: s for p, s in done.items() if PHASES.index(p) < PHASES.index(event.phase)}
-        elif isinstance(event, ev.PhaseCompleted):
-            done[event.phase] = event.sha256
-        elif isinstance(event, ev.PhaseSkipped):
-            done[event.phase] = None
+        elif isinstance(event, ev.PhaseCompleted | ev.PhaseSkipped):
+            done[event.phase] = event if isinstance(event, ev.PhaseCompleted) else None
     newest = -1
     for phase in PHASES:
         if phase not in done:
             return ResumePoint(phase, f"{phase} has not completed in attempt {attempt}")
-        sha = done[phase]
-        if sha is None:
+        completed = done[phase]
+        if completed is None:
             continue
-        seen = look(PHASE_ARTIFACT[phase])
         name = PHASE_ARTIFACT[phase]
-        if seen is None:
-            return ResumePoint(phase, f"{name} is missing")
-        if seen.sha256 != sha:
-            return ResumePoint(phase, f"{name} changed after {phase} completed")
-        if seen.mtime_ns < newest:
-            return ResumePoint(phase, f"{name} is older than an earlier phase's artifact")
-        newest = seen.mtime_ns
+        seen = look(name)
+        problem = _changed(name, completed.sha256, seen, phase)
+        if problem is None and seen is not None and seen.mtime_ns < newest:
+            problem = f"{name} is older than an earlier phase's artifact"
+        for other, sha in (completed.files or {}).items():
+            problem = problem or _changed(other, sha, look(other), phase)
+        if problem is not None:
+            return ResumePoint(phase, problem)
+        newest = seen.mtime_ns if seen is not None else newest
     return ResumePoint(PHASES[-1], "every phase completed; the attempt only needs its ending", True)
+
+
+def _changed(name: str, sha256: str, seen: Seen | None, phase: str) -> str | None:
+    if seen is None:
+        return f"{name} is missing"
+    if seen.sha256 != sha256:
+        return f"{name} changed after {phase} completed"
+    return None
 
 
 def _by_timestamps(look: Look) -> ResumePoint:

@@ -100,7 +100,7 @@ def _run_phase(run: RunContext, runner: PhaseRunner, state: RetryState, phase: s
 def _failed(
     run: RunContext, attempt: AttemptContext, state: RetryState, phase: str, failure: str
 ) -> RetryState:
-    """The attempt ends in error at `phase`: saved, then journaled."""
+    """The attempt ends in error at `phase`: journaled, then the state's image saved."""
     ended = finish_attempt(
         update_current(state, phase=phase),
         status="error",
@@ -109,16 +109,11 @@ def _failed(
         now=run.now(),
         reason=failure,
     )
-    state = run.save(with_accounting(run, ended, "error"))
     run.event(
-        ev.AttemptFinished,
-        attempt.number,
-        flush=False,  # after the state that records it; synced by the batch
-        status="error",
-        counts=None,
+        ev.AttemptFinished, attempt.number, flush=False, status="error", counts=None,
         reason=failure,
-    )
-    return state
+    )  # fmt: skip
+    return run.save(with_accounting(run, ended, "error"))
 
 
 def _finish(
@@ -137,9 +132,13 @@ def _finish(
     )
     if not closed:  # the failure signature, and the same-failure short-circuit
         ended = same_failure.after_blocked(run, ended, runner.gate_rows, runner.post_counts)
-    # Journaled before the state is saved, so a crash in between still knows the intent.
+    # The ending's events, then the state's image: a journal cut anywhere in between is
+    # finished by the next run, which journals only what is missing (_journal_once).
     if closed:
-        run.event(ev.TicketClosed, attempt.number, retryCountBefore=before)
+        # A closed attempt is never resumed, so nothing could re-make its reports after a
+        # power cut: they are made durable before the journal says it closed.
+        run.store.durable_point(run.ticket.path.parent)
+        _journal_once(run, attempt, ev.TicketClosed, retryCountBefore=before)
     else:
         auto = (
             run.settings.workflow.escalation.enabled
@@ -147,23 +146,31 @@ def _finish(
             and should_retry(ended, run.settings)
             and getattr(budget_check(run, ended), "refusal", None) is None
         )
-        run.event(
-            ev.TicketBlocked,
-            attempt.number,
-            reason=runner.gate_reason,
-            retryCount=ended.retryCount,
-            maxRetries=run.settings.max_retries,
-            autoRetry=auto,
-        )
-    state = run.save(with_accounting(run, ended, status))
-    if closed:  # tk is told last: the retry state is the record a crash must not lose
-        run.close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
-    run.event(
-        ev.AttemptFinished,
-        attempt.number,
-        flush=False,  # after the state that records it; synced by the batch
-        status=status,
-        counts=runner.post_counts,
+        _journal_once(
+            run, attempt, ev.TicketBlocked, reason=runner.gate_reason,
+            retryCount=ended.retryCount, maxRetries=run.settings.max_retries, autoRetry=auto,
+        )  # fmt: skip
+    _journal_once(
+        run, attempt, ev.AttemptFinished, status=status, counts=runner.post_counts,
         reason=runner.gate_reason,
-    )
+    )  # fmt: skip
+    state = run.save(with_accounting(run, ended, status))
+    if closed:  # tk is told last (edit_ticket makes the journal durable first)
+        run.close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
     return state, status, runner.gate_reason
+
+
+def _journal_once(
+    run: RunContext, attempt: AttemptContext, cls: type[ev.Event], **fields: object
+) -> None:
+    """Journal one of the attempt's ending events, unless a run cut short after writing it
+    already did (since the attempt's start; an AttemptFinished only with the same status: an
+    attempt resumed after an error has one of those already)."""
+    for event in reversed(run.store.read_events().events):
+        if event.attempt != attempt.number:
+            continue
+        if isinstance(event, cls) and getattr(event, "status", None) == fields.get("status"):
+            return
+        if isinstance(event, ev.AttemptStarted):
+            break
+    run.event(cls, attempt.number, flush=False, **fields)

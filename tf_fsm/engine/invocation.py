@@ -71,7 +71,7 @@ def prepared(
     chosen = attempt.resolution.roles[role]
     prompt = store.redactor(prompt)
     prompt_file = store.write_artifact(
-        f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True, sync_dir=False
+        f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True
     )
     seen = run.tree.agent_path  # where the agent, in its tree, finds the ticket's files
     return Invocation(
@@ -112,7 +112,7 @@ def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bo
     log_name = _log_name(run, inv)
     if restart:
         log_name = log_name.replace(".log", f".try-{restarts + 1}.log")
-    log_path = run.store.write_artifact(log_name, result.log, sync_dir=False)  # for people
+    log_path = run.store.write_artifact(log_name, result.log)  # for people
     run.observer.phase_finished(run.ticket_id, inv.attempt, inv.phase, inv.role, failure is None)
     run.event(
         ev.InvocationFinished, inv.attempt, flush=False, phase=inv.phase, role=inv.role,
@@ -125,7 +125,7 @@ def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bo
 
 def _wait(run: RunContext, inv: Invocation, result: InvocationResult) -> str:
     """A hand-off executor waits for its artifact: not a failure; the attempt stays open."""
-    run.store.write_artifact(_log_name(run, inv), result.log, sync_dir=False)
+    run.store.write_artifact(_log_name(run, inv), result.log)
     run.event(
         ev.PhaseWaiting, inv.attempt, phase=inv.phase, role=inv.role, output=str(inv.output),
         promptFile=str(inv.prompt_file),

@@ -43,7 +43,6 @@ from tf_fsm.engine.ticket_file import close_ticket
 from tf_fsm.engine.tree import SharedTree
 from tf_fsm.engine.worktree import open_tree
 from tf_fsm.executors import Executor, make_executor
-from tf_fsm.fs.atomic import json_text
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.strays import describe, end_finished
 from tf_fsm.settings.load import LoadedSettings, load_settings
@@ -91,9 +90,6 @@ class TicketRun:
         event = cls(ts=ev.timestamp(self.now()), ticket=self.ticket_id, attempt=attempt, **fields)
         self.store.append_event(event, durable=flush)
 
-    def flush(self) -> None:
-        self.store.sync()
-
     def save(self, state: RetryState) -> RetryState:
         self.store.save_retry_state(state)
         return state
@@ -119,10 +115,11 @@ class TicketRun:
         # Where the run writes, checked before it writes anything (tf_fsm.fs.confine).
         check_within(self.ticket.path, self.root)
         self.store.check_paths()
-        # The batch ends (everything written made durable) before the lock is released, also
-        # on Ctrl-C mid-phase. What the agents left running ends with the run.
+        # The batch ends (everything written made durable, the tk file's directory too) before
+        # the lock is released, also on Ctrl-C mid-phase. What the agents left running ends
+        # with the run.
         try:
-            with self.store.lock(loop=self.options.loop), self.store.batch():
+            with self.store.lock(loop=self.options.loop), self.store.batch(self.ticket.path.parent):
                 outcome = self._locked_run()
                 self.tree.after_outcome(self, outcome.status)
                 return outcome
@@ -134,6 +131,11 @@ class TicketRun:
     def _locked_run(self) -> Outcome:
         # The whole journal is read before anything else: a line that cannot be trusted stops
         # the run here, not after an attempt's agents have been paid for.
+        events = self.store.read_events().events
+        # A run cut short (a crash, a power cut) may have left views that are not what the
+        # journal committed: they are rebuilt from it before anything reads them.
+        if repaired := self.store.repair_views(events):
+            self.observer.note(self.ticket_id, f"rebuilt from the journal: {', '.join(repaired)}")
         events = self.store.read_events().events
         if self.options.retry_reset:
             backup = self.store.reset_retry_state(self.now())
@@ -221,8 +223,13 @@ class TicketRun:
         from tf_fsm.storage.store import atomic_write_text
 
         path = self.ticket.path
+        # The journal is on disk before the tk file says anything it implies. The file is the
+        # user's text: its data is fsynced before the rename (never torn or empty after a
+        # power cut), its directory entry with the run's durable point.
+        self.store.sync_journal()
         # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
-        atomic_write_text(path, change(path.read_bytes().decode("utf-8")), within=self.root)
+        text = change(path.read_bytes().decode("utf-8"))
+        atomic_write_text(path, text, within=self.root, sync_dir=False)
 
     # -- attempt boundaries -------------------------------------------------------------------
 
@@ -321,7 +328,7 @@ class TicketRun:
 
     def write_chain_context(self, attempt: AttemptContext) -> None:
         data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
-        self.store.write_artifact("chain-context.json", json_text(data))
+        self.store.save_view(self.store.chain_context_path.name, data)
 
     def _resume(
         self, state: RetryState, events: list[ev.Event], point: ResumePoint

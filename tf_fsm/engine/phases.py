@@ -81,6 +81,7 @@ class PhaseRunner:
         self.run_.event(
             ev.PhaseStarted, self.attempt.number, flush=False, phase=phase, roles=self._roles(phase)
         )
+        self.store.take_written()  # what was written before the phase is not the phase's
         failure = self._phases[phase]()
         if failure is None:
             # The tree the phase left is committed before its completion is journaled: a
@@ -91,15 +92,28 @@ class PhaseRunner:
             self.run_.event(
                 ev.PhaseCompleted,
                 self.attempt.number,
-                # close is followed at once by TicketClosed/TicketBlocked: one fsync for both
+                # close is followed at once by the attempt's ending: one fsync for both
                 flush=phase != "close",
                 phase=phase,
                 artifact=artifact,
                 sha256=_sha256(data),
+                # none of them was fsynced: a resume after a crash checks every one
+                files={**self.store.take_written(), **self._outputs(phase)},
             )
         return failure
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _outputs(self, phase: str) -> dict[str, str]:
+        """The artifacts this phase's agents wrote, as their InvocationFinished recorded them
+        (an agent's other files, its scratch state, are not the phase's result)."""
+        outputs: dict[str, str] = {}
+        for event in reversed(self.store.read_events().events):
+            if isinstance(event, ev.PhaseStarted) and event.phase == phase:
+                break
+            if isinstance(event, ev.InvocationFinished) and event.ok and event.sha256:
+                outputs.setdefault(event.artifact, event.sha256)  # the last try's
+        return outputs
 
     def _roles(self, phase: str) -> list[str]:
         return roles(phase, self.wf.enableReviewers, self.wf.enableCloser)

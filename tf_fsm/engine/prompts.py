@@ -8,6 +8,7 @@ in errors still count from the top of the file.
 
 from __future__ import annotations
 
+import os
 import re
 import traceback
 from collections.abc import Callable, Mapping
@@ -181,15 +182,21 @@ def _read_text(path: Path) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")  # as read_text's universal newlines
 
 
-def _signature(dirs: Dirs, name: str) -> tuple[str, int, int] | None:
-    """Which file `name` is now, and its mtime and size: a compiled template is reused while
-    this stays the same (an override added or an edit in a long `watch` is picked up)."""
+Signature = tuple[str, int, int, int]
+
+
+def _signature(dirs: Dirs, name: str) -> Signature | None:
+    """Which file `name` is now, and its inode, mtime and size: a compiled template is reused while
+    this stays the same (an override added or an edit in a long `watch` is picked up). Jinja
+    asks before every use of a template, includes and parents too: plain strings and os.stat,
+    not Path objects, which cost more than the stat calls."""
     for _, directory in dirs:
+        path = f"{directory}{os.sep}{name}"
         try:
-            st = (directory / name).stat()
+            st = os.stat(path)  # noqa: PTH116 - strings, see above
         except OSError:
             continue
-        return str(directory / name), st.st_mtime_ns, st.st_size
+        return path, st.st_ino, st.st_mtime_ns, st.st_size
     return None
 
 
@@ -224,6 +231,23 @@ def _environment(dirs: Dirs) -> Any:
     return env
 
 
+#: Templates as found (frontmatter split off), shared like the environments: each run opens a
+#: library, and a `ralph` or `watch` process runs many. Reused while the file is the same one
+#: (`_signature`); a new or replaced file is located, and checked, again.
+_FOUND: dict[tuple[Dirs, str], tuple[Signature, Template]] = {}
+
+
+def _find(dirs: Dirs, name: str) -> Template:
+    sig = _signature(dirs, name) if _name_problem(name) is None else None
+    found = _FOUND.get((dirs, name))
+    if sig is not None and found is not None and found[0] == sig:
+        return found[1]
+    template = _locate(dirs, name)
+    if sig is not None:
+        _FOUND[dirs, name] = (sig, template)
+    return template
+
+
 class PromptLibrary:
     """The templates a project uses: its own `.tf/prompts/` first, then the packaged ones."""
 
@@ -237,7 +261,7 @@ class PromptLibrary:
 
     def find(self, name: str) -> Template:
         if name not in self._cache:
-            self._cache[name] = _locate(self.dirs, name)
+            self._cache[name] = _find(self.dirs, name)
         return self._cache[name]
 
     def frontmatter(self) -> dict[str, tuple[str | None, str | None]]:

@@ -19,7 +19,8 @@ from tf_fsm.core.reports import Finding, render_review
 from tf_fsm.core.state import SEVERITIES
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
-from tf_fsm.storage.store import atomic_write_json, atomic_write_text
+from tf_fsm.fs.atomic import json_text
+from tf_fsm.storage.store import atomic_write_text
 
 MEMORY_FILE = "scripted-agent.json"
 
@@ -134,7 +135,8 @@ class ScriptedExecutor:
                     failure_class=failure.failureClass,
                 )
         text = self._write(invocation, script)
-        atomic_write_text(invocation.output, text, within=invocation.artifact_dir)
+        # an agent's own write: agents do not fsync (tf_fsm journals the file's sha256)
+        atomic_write_text(invocation.output, text, within=invocation.artifact_dir, durable=False)
         return InvocationResult(
             ok=True,
             duration=time.monotonic() - started,
@@ -179,7 +181,10 @@ class ScriptedExecutor:
             cleared = [f for f in open_findings if f.fixedBy == "*" or inv.model in f.fixedBy]
             memory = self._memory(inv)
             memory["fixed"] = sorted({*memory["fixed"], *(f.id for f in cleared)})
-            atomic_write_json(inv.artifact_dir / MEMORY_FILE, memory, within=inv.artifact_dir)
+            atomic_write_text(
+                inv.artifact_dir / MEMORY_FILE, json_text(memory), within=inv.artifact_dir,
+                durable=False,
+            )  # fmt: skip
             lines = [f"# Fixes: {inv.ticket_id}", "", "## Fixes Applied"]
             lines += [f"- [{f.severity}] {f.text}" for f in cleared] or ["- none"]
             left = [f for f in open_findings if f not in cleared]

@@ -111,11 +111,12 @@ def record_checked_settings(root: Path, data: bytes, knowledge_dir: str) -> None
     from contextlib import suppress
 
     from tf_fsm.errors import StorageError, UnsafePathError
-    from tf_fsm.fs.atomic import atomic_write_json
+    from tf_fsm.fs.atomic import atomic_write_text, json_text
 
     record = {"fingerprint": fingerprint, "knowledgeDir": knowledge_dir}
-    # A disk that refuses the write, or a symlink leading out of the project, only costs speed.
+    # A disk that refuses the write, or a symlink leading out of the project, only costs speed;
+    # so does a record a power cut takes (not fsynced: a cache).
     with suppress(OSError, StorageError, UnsafePathError):
         path = root / SETTINGS_RECORD_RELPATH
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, record, within=root)
+        atomic_write_text(path, json_text(record), within=root, durable=False)

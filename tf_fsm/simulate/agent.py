@@ -125,7 +125,7 @@ class SimulatedAgent:
                 ok=False, duration=time.monotonic() - started, failure="HTTP 529 overloaded",
                 exit_code=1, failure_class="provider", usage=Usage(),
             )  # fmt: skip
-        atomic_write_text(inv.output, self._work(inv), within=inv.artifact_dir)
+        atomic_write_text(inv.output, self._work(inv), within=inv.artifact_dir, durable=False)
         self.spent[inv.ticket_id] = self.spent.get(inv.ticket_id, 0.0) + model.costUsd
         return InvocationResult(
             ok=True, duration=time.monotonic() - started, exit_code=0,

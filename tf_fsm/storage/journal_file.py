@@ -1,6 +1,12 @@
-"""The journal file (`events.jsonl`) on disk: repairing the torn tail a crashed append leaves,
-and the CorruptStateError for a line that cannot be trusted. TicketStore does the appending
-and reading; tf_fsm.core.journal owns the events and their encoding."""
+"""The journal file (`events.jsonl`) on disk: appending (with the repair of the torn tail a
+crashed append leaves), reading back through a cache, and the CorruptStateError for a line
+that cannot be trusted. tf_fsm.core.journal owns the events and their encoding; TicketStore
+decides what is appended and when it is fsynced.
+
+During a run (the store's `batch()`) the file stays open and its events stay in memory: a
+phase's appends are one `write` each, and reading the journal back decodes only what another
+writer added since (the cache is checked against the file's inode, size and mtime).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +14,160 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tf_fsm.core.journal import JournalTailDropped, timestamp
-from tf_fsm.core.journal_codec import JournalLineError, decode
+from tf_fsm.core.journal import Event, JournalTailDropped, timestamp
+from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode
 from tf_fsm.errors import CorruptStateError
+from tf_fsm.fs.atomic import disk_errors, make_dirs, open_no_follow, write_all
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_line
 
 _PREVIEW_CHARS = 80
 _TAIL_CHUNK = 64 * 1024
+_Key = tuple[int, int, int]  # inode, size, mtime: the file the cached events were read from
 
 
 def corrupt_journal(journal_path: Path, problem: str) -> CorruptStateError:
     remedy = "fix or delete that line by hand; tf-fsm never rewrites the journal"
     return CorruptStateError(journal_path, problem, remedy=remedy)
+
+
+class JournalFile:
+    """One ticket's journal. `hold()` keeps it open until `release()`; `unsynced` says an
+    append was written but not yet fsynced."""
+
+    def __init__(self, path: Path, within: Path, ticket_id: str, redactor: Redactor) -> None:
+        self.path, self.within = path, within
+        self.ticket_id, self.redactor = ticket_id, redactor
+        self.unsynced = False
+        self._fd: int | None = None
+        self._holding = False
+        self._tail_checked = False  # our own appends since the tail was checked end in "\n"
+        self._cache: tuple[_Key, list[Event]] | None = None
+
+    def hold(self) -> None:
+        self._holding = True
+
+    def release(self) -> None:
+        self._holding = False
+        self._close()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self._fd, self._tail_checked = None, False
+
+    def append(self, data: bytes, durable: bool) -> bool:
+        """Write `data` (whole lines) at the end, fsynced if `durable`; True when this call
+        created the file (its directory entry is then not yet durable)."""
+        fd, created = self._open()
+        try:
+            with disk_errors(self.path, "append to"):
+                repair = b"" if self._tail_checked else self._repair_tail(fd)
+                write_all(fd, repair + data)
+                self._tail_checked = True
+                if durable:
+                    os.fsync(fd)
+        except BaseException:
+            self._close()  # the tail is checked again by the next append
+            self._cache = None
+            raise
+        self.unsynced = not durable
+        self._cached_append(fd, data, repaired=bool(repair))
+        if not self._holding:
+            self._close()
+        return created
+
+    def fsync(self) -> None:
+        if not self.unsynced:
+            return
+        if self._fd is not None:
+            os.fsync(self._fd)
+        else:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.unsynced = False
+
+    def _open(self) -> tuple[int, bool]:
+        """The file open for reading and appending, and whether this call created it. The
+        ticket directory was checked against the boundary when it was made or locked (a run
+        holds the lock): each open only needs the file itself not to be a link."""
+        if self._fd is not None:
+            if self._still_named(self._fd):
+                return self._fd, False
+            self._close()  # deleted or replaced behind the run's back: append to the new one
+        path, flags, created = self.path, os.O_RDWR | os.O_APPEND, False
+        try:
+            fd = open_no_follow(path, flags, within=path.parent, operation="append to")
+        except FileNotFoundError:
+            make_dirs(path.parent, within=self.within)
+            flags, created = flags | os.O_CREAT, True
+            fd = open_no_follow(path, flags, within=path.parent, operation="create")
+        self._fd = fd
+        return fd, created
+
+    def _still_named(self, fd: int) -> bool:
+        try:
+            return self.path.lstat().st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _repair_tail(self, fd: int) -> bytes:
+        return repair_tail(fd, self.path, self.ticket_id, self.redactor)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def read(self) -> JournalRead:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return JournalRead([], None)
+        try:
+            st = os.fstat(fd)
+            key = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if self._cache is not None and self._cache[0] == key:
+                return JournalRead(list(self._cache[1]), None)
+            data = _read_all(fd, st.st_size)
+        finally:
+            os.close(fd)
+        read = self._decode(data)
+        self._cache = (key, read.events) if read.torn_tail is None else None
+        return JournalRead(list(read.events), read.torn_tail)
+
+    def _decode(self, data: bytes) -> JournalRead:
+        try:
+            return decode(data)
+        except JournalLineError as exc:
+            problem = f"line {exc.line_number}: {exc.problem}"
+            raise corrupt_journal(self.path, problem) from exc
+
+    def _cached_append(self, fd: int, data: bytes, repaired: bool) -> None:
+        """Keep the cache in step with what was just appended: the lines decoded again (the
+        cache must be what a reader of the file would get), or dropped when the append cut a
+        torn tail first."""
+        if self._cache is None or repaired:
+            self._cache = None
+            return
+        before, events = self._cache
+        st = os.fstat(fd)
+        if (st.st_ino, before[1] + len(data)) != (before[0], st.st_size):
+            self._cache = None  # someone else wrote meanwhile: read it all again
+            return
+        events.extend(self._decode(data).events)
+        self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), events)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, max(size - total, 1 << 16))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
 
 
 def repair_tail(fd: int, journal_path: Path, ticket_id: str, redactor: Redactor) -> bytes:

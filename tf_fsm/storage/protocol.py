@@ -10,6 +10,11 @@ The contract, common to every member:
 * A persisted file is replaced atomically: a reader sees the old content or the new, never a
   mix, and a write that fails leaves the old content and no temp file (a disk that refuses
   it: StorageError naming the file).
+* The journal is the commit point. While a `batch()` runs only durable journal appends are
+  fsynced; every other file is a view: the retry state and the chain context have their
+  after-image journaled first (`save_view`), the sha256 of the other files it writes are
+  handed to the caller (`take_written`) to be journaled. Everything is durable when the batch
+  ends, and a batch after a crash rebuilds the views (`repair_views`).
 * A file that cannot be trusted raises CorruptStateError naming it, and is never rewritten
   behind the user's back.
 * Reads never write: no member documented as a read creates, changes or removes anything.
@@ -21,7 +26,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tf_fsm.core.journal import Event
 from tf_fsm.core.journal_codec import JournalRead
@@ -72,15 +77,29 @@ class Store(Protocol):
         in it, leads out of `within`, or if the journal or the lock is a symlink at all.
         Writes nothing."""
 
-    # --- grouped durability -----------------------------------------------------------------
+    # --- durability ------------------------------------------------------------------------
 
-    def batch(self) -> AbstractContextManager[None]:
-        """A block in which the fsyncs that only order writes may be grouped. Every write is
-        visible to reads at once; what a durable journal append or a retry-state save reports
-        is on disk no later than that record; all of it is durable when the block ends."""
+    def batch(self, *more: Path) -> AbstractContextManager[None]:
+        """A run. Every write is visible to reads at once; only durable journal appends are
+        fsynced; when the block ends, however it ends, everything written is durable (the file
+        systems of `dir` and of each of `more`), and the journal ends with ViewsSynced."""
 
-    def sync(self) -> None:
-        """Make every write so far durable."""
+    def sync(self, *more: Path) -> None:
+        """The end of a run (`batch()` calls it): `durable_point`, then ViewsSynced, when
+        anything was written; else only the journal's pending fsync."""
+
+    def durable_point(self, *more: Path) -> None:
+        """Make every write so far durable, the views too (the file systems of `dir` and of
+        each of `more`): where a ticket closes, and at the end of a run."""
+
+    def sync_journal(self) -> None:
+        """fsync the journal now if an append waits for it (before a write elsewhere that must
+        never be on disk ahead of the journal)."""
+
+    def repair_views(self, events: list[Event]) -> list[str]:
+        """When `events` (the journal) does not end with ViewsSynced (the last run was cut
+        short): rewrite each view that is missing, empty, torn or not its last journaled
+        image, journal ViewsChecked, and return the names rewritten. [] after a clean end."""
 
     # --- artifacts --------------------------------------------------------------------------
 
@@ -90,13 +109,15 @@ class Store(Protocol):
         has `.`, `..` or hidden segments, names a file the store writes itself (retry state,
         journal, lock), or resolves (through a symlink) outside `dir`. Writes nothing."""
 
-    def write_artifact(
-        self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
-    ) -> Path:
+    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> Path:
         """Write artifact `name` (validated as by `artifact_path`), redacted, replaced
-        atomically; returns its path. UnsafePathError when a symlink would lead the write out
-        of `dir`. `only_if_changed` leaves an identical file (and its mtime) alone;
-        `sync_dir=False` is for copies kept for people, whose rename need not be durable."""
+        atomically, and remembered for `take_written`; returns its path. UnsafePathError when
+        a symlink would lead the write out of `dir`. `only_if_changed` leaves an identical
+        file (and its mtime) alone."""
+
+    def take_written(self) -> dict[str, str]:
+        """Every file written by `write_artifact` since the last call: name under `dir` ->
+        sha256 of its bytes. Forgotten once returned."""
 
     def redact_agent_file(self, path: Path) -> tuple[str, str] | None:
         """The sha256 and text of a file an agent wrote in `dir` (None if there is none), after
@@ -118,9 +139,13 @@ class Store(Protocol):
         another ticket. Writes nothing, whatever it finds."""
 
     def save_retry_state(self, state: RetryState) -> None:
-        """Replace the retry state, redacted and atomically. ValueError for another ticket's
-        state. A file already there that cannot be trusted is never overwritten:
-        CorruptStateError (only `reset_retry_state` may set it aside)."""
+        """Replace the retry state, redacted and atomically, as `save_view` does. ValueError
+        for another ticket's state. A file already there that cannot be trusted is never
+        overwritten: CorruptStateError (only `reset_retry_state` may set it aside)."""
+
+    def save_view(self, name: str, content: dict[str, Any]) -> None:
+        """Journal `content`, redacted, as view `name`'s after-image (ViewSaved), then replace
+        the file with it as pretty JSON. ValueError for a name that is not a view."""
 
     def retry_backup_path(self, now: datetime) -> Path:
         """Where `reset_retry_state` at `now` would move the retry state:

@@ -9,6 +9,11 @@ output costs one pass. The rules it keeps:
   redacted, and a match never cuts a JSON escape sequence in half, so valid JSON stays valid.
 * Prose and code are left alone where a secret is unlikely: a key name needs a separator and a
   plausible value (`token budget`, `token: str`, `password = get_password()` are untouched).
+
+Speed on text that comes back: no pattern but the PEM block (and a literal value holding a
+newline) can match across a line break, so a multi-line text is redacted line by line and each
+line's result is remembered. The views tf_fsm rewrites (retry-state.json, chain-context.json,
+the prompts of each attempt) are mostly lines redacted before; only new lines reach the regex.
 """
 
 from __future__ import annotations
@@ -210,6 +215,16 @@ _PATTERNS: tuple[str, ...] = (
     rf":{_KEY_OR_KEY_SPACE_BEFORE}{_after_colon()}",
 )
 
+# Line by line (Redactor._line_by_line) from this many characters: below, one pass costs less.
+_BY_LINE_MIN = 256
+_MEMO_LINES = 4096  # lines remembered, at most (then forgotten, all at once)
+_MEMO_LINE_CHARS = 1024  # a longer line is not remembered
+_MEMO_TEXT_CHARS = 64 * 1024  # a longer text is not remembered whole
+_MEMO_PATTERNS = 8  # redactors with different literal values remembered, at most
+_LINES: dict[str, dict[str, str]] = {}
+#: the only pattern that spans lines starts so
+_PEM_START = "-----BEGIN"
+
 _SECRET_NAME_RE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 _MIN_LITERAL = 8
 
@@ -254,7 +269,15 @@ class Redactor:
             # right after a lone backslash would split an escape (`\n` + `nsecret...`): skipped.
             ordered = sorted(forms, key=lambda f: (-len(f), f))
             parts += [re.escape(f[0]) + _outside_escape(1) + re.escape(f[1:]) for f in ordered]
-        self._regex = re.compile("|".join(parts))
+        pattern = "|".join(parts)
+        self._regex = re.compile(pattern)
+        # A literal value with a newline in it can match across lines: no line by line then.
+        self._by_line = not any("\n" in f for f in forms)
+        # A line (not a text's first) -> that line redacted; shared by the redactors with the
+        # same patterns (each run's store builds one from the same environment).
+        if len(_LINES) > _MEMO_PATTERNS:
+            _LINES.clear()
+        self._lines = _LINES.setdefault(pattern, {})
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -272,7 +295,33 @@ class Redactor:
         return cls([*values, *extra])
 
     def __call__(self, text: str) -> str:
-        return self._regex.sub(self._replace, text)
+        if len(text) < _BY_LINE_MIN or "\n" not in text or _PEM_START in text:
+            return self._regex.sub(self._replace, text)
+        return self._line_by_line(text) if self._by_line else self._regex.sub(self._replace, text)
+
+    def _line_by_line(self, text: str) -> str:
+        """The same result as one pass over `text` (see the module docstring). A line is
+        remembered as it is redacted after a newline, so a text's first line never is: it
+        starts the one pass that redacts the lines not remembered, joined as they were."""
+        memo = self._lines
+        if (whole := memo.get(text)) is not None:  # a text redacted just before (a prompt,
+            return whole  # then its copy) is remembered whole (a key with a newline in it)
+        lines = text.split("\n")
+        done = [None, *map(memo.get, lines[1:])]
+        todo = [i for i, line in enumerate(done) if line is None]  # todo[0] == 0
+        fresh = self._regex.sub(self._replace, "\n".join(lines[i] for i in todo)).split("\n")
+        if len(fresh) != len(todo):  # cannot happen (no match spans a newline): one pass
+            return self._regex.sub(self._replace, text)
+        if len(memo) > _MEMO_LINES:
+            memo.clear()
+        for i, line in zip(todo, fresh, strict=True):
+            done[i] = line
+            if i and len(lines[i]) <= _MEMO_LINE_CHARS:
+                memo[lines[i]] = line
+        redacted = "\n".join(done)  # type: ignore[arg-type]  # every None is filled in
+        if len(text) <= _MEMO_TEXT_CHARS:
+            memo[text] = memo[redacted] = redacted  # redacting it again changes nothing
+        return redacted
 
     def _replace(self, match: re.Match[str]) -> str:
         # Alternatives that keep a prefix (a separator, "Bearer ", a URL's user) capture the value

@@ -11,18 +11,29 @@ import json
 from typing import Any
 
 from tf_fsm.core.journal import Event
-from tf_fsm.core.journal_codec import encode
+from tf_fsm.core.journal_codec import encode_text
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.storage.redact import Redactor
 
 
 def redacted_line(event: Event, redactor: Redactor) -> bytes:
     """One journal line (newline included) for `event`, redacted."""
-    text = redacted_json_text(encode(event).decode("utf-8").removesuffix("\n"), redactor)
-    if text is None:
-        data = redact_strings(event.model_dump(mode="json"), redactor)
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8") + b"\n"
+    return redacted_lines([event], redactor)[0]
+
+
+def redacted_lines(events: list[Event], redactor: Redactor) -> tuple[bytes, bool]:
+    """The journal lines of `events`, redacted, and whether redaction changed any of them
+    (when not, each line reads back as its event: a reader's cache may keep the events)."""
+    lines, changed = [], False
+    for event in events:
+        raw = encode_text(event)
+        text = redacted_json_text(raw, redactor)
+        if text is None:
+            data = redact_strings(event.model_dump(mode="json"), redactor)
+            text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        changed = changed or text != raw
+        lines.append(text.encode("utf-8") + b"\n")
+    return b"".join(lines), changed
 
 
 def redacted_json(obj: Any, redactor: Redactor) -> str:

@@ -1,14 +1,18 @@
 """The only code that touches a ticket's files: `<knowledge>/tickets/<ticket-id>/`.
 
-Rules kept here: a ticket id is validated before it becomes a path; persisted files are replaced
-atomically (temp file in the same directory, fsync, rename, fsync of the directory); journal
-appends are fsynced; a file that cannot be trusted raises CorruptStateError and is never
-rewritten behind the user's back; reads never write; everything written is redacted first.
+Rules kept here: a ticket id is validated before it becomes a path; every file is replaced
+atomically (temp file in the same directory, rename), so no reader ever sees a torn one; a
+file that cannot be trusted raises CorruptStateError and is never rewritten behind the user's
+back; reads never write; everything written is redacted first.
 
-Inside `batch()` (a run holds one) the fsyncs that only order things are grouped: directory
-fsyncs and the fsync of an append marked `durable=False` are done once, just before the next
-durable journal append or retry-state save, and at the latest when the batch ends. So the
-record that says "this step is done" is never on disk before what the step wrote.
+The journal (`events.jsonl`) is the commit point: it is the only file fsynced while a run
+works, once per phase. Every other file is a view written without fsync: `retry-state.json`
+and `chain-context.json` have their after-image journaled (ViewSaved) just before they are
+written, and every file a phase writes has its sha256 journaled with the phase's completion
+(`take_written`). When the run's `batch()` ends, everything is made durable at once (one
+syncfs) and ViewsSynced is appended; a run that finds the journal ending otherwise
+(`repair_views`) rewrites the views from their images, and the resume re-runs any phase whose
+files no longer match (tf_fsm.core.resume). docs/retry-state.md states the guarantee.
 """
 
 from __future__ import annotations
@@ -19,19 +23,24 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from tf_fsm._json_input import load_json
 from tf_fsm.core.journal import (
     Event,
     RetryStateReset,
     StaleTempFilesRemoved,
+    ViewSaved,
+    ViewsChecked,
+    ViewsSynced,
     timestamp,
 )
-from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode
+from tf_fsm.core.journal_codec import JournalRead
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
-from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, open_no_follow, write_all
+from tf_fsm.fs import atomic
+from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, json_text
 
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm.fs.atomic import atomic_write_bytes as atomic_write_bytes
@@ -41,7 +50,7 @@ from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.artifact_names import artifact_segments
-from tf_fsm.storage.journal_file import corrupt_journal, repair_tail
+from tf_fsm.storage.journal_file import JournalFile
 from tf_fsm.storage.lock import hold_lock, sweep_temp_files
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_json, redacted_line
@@ -51,6 +60,7 @@ from tf_fsm.storage.retry_file import parse_retry_state
 from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
 from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
 from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
+from tf_fsm.storage.views import VIEWS, crashed, differs, last_images
 
 # --- the store ----------------------------------------------------------------------------
 
@@ -89,8 +99,11 @@ class TicketStore:
         self.redactor = redactor if redactor is not None else Redactor.from_environ(os.environ)
         self._trusted = False  # retry-state.json was read or written fine by this store
         self._batching = False
-        self._unsynced_dirs: set[Path] = set()  # renames in them not yet made durable
-        self._journal_unsynced = False  # an append written but not yet fsynced
+        self._unsynced_dirs: set[Path] = set()  # made for the journal, entry not yet durable
+        self._journal = JournalFile(self.journal_path, self.within, self.ticket_id, self.redactor)
+        self._written: dict[str, str] = {}  # name -> sha256 since the last take_written
+        self._imaged: set[str] = set()  # views whose after-image this store made durable
+        self._changed = False  # this batch wrote something: its end is a durable point
 
     def check_paths(self) -> None:
         """Before a run writes anything: UnsafePathError if the ticket directory, or a symlink
@@ -110,31 +123,53 @@ class TicketStore:
                 raise UnsafePathError(path, target, self.within, appended_link(target))
             check_within(path, self.within)
 
-    # --- grouped fsyncs ---------------------------------------------------------------------
+    # --- the durable point -----------------------------------------------------------------
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
-        """Group ordering fsyncs (see the module docstring) until the block ends."""
-        self._batching = True
+    def batch(self, *more: Path) -> Iterator[None]:
+        """A run: the journal stays open, appends marked `durable=False` wait for the next
+        fsynced one, and when the block ends everything written is made durable (the file
+        systems of the ticket directory and of `more`, e.g. the tk ticket's directory) and
+        ViewsSynced is appended."""
+        self._batching, self._changed = True, False
+        self._journal.hold()
         try:
             yield
         finally:
             self._batching = False
-            self.sync()
-
-    def sync(self) -> None:
-        """Make every write so far durable: the pending directory fsyncs, then the journal."""
-        self._sync_dirs()
-        if self._journal_unsynced:
-            fd = os.open(self.journal_path, os.O_RDONLY)
             try:
-                os.fsync(fd)
+                self.sync(*more)
             finally:
-                os.close(fd)
-            self._journal_unsynced = False
+                self._journal.release()
 
-    def _sync_dirs(self, skip: Path | None = None) -> None:
-        for directory in sorted(self._unsynced_dirs - {skip} if skip else self._unsynced_dirs):
+    def sync(self, *more: Path) -> None:
+        """The end of a run: `durable_point`, then ViewsSynced marks the clean end. The mark is
+        not fsynced itself: should a crash take it, the next run only checks the views again."""
+        if not self._changed:
+            self.sync_journal()
+            return
+        self.durable_point(*more)
+        synced = ViewsSynced(ts=_now(), ticket=self.ticket_id)
+        self._journal.append(redacted_line(synced, self.redactor), durable=False)
+        self._journal.unsynced = False
+
+    def durable_point(self, *more: Path) -> None:
+        """Make every write so far durable: one syncfs per file system (the ticket
+        directory's and those of `more`), which covers the journal too."""
+        self._sync_dirs()
+        for directory in _one_per_device([self.dir, *more]):
+            with disk_errors(directory, "sync"):
+                atomic.sync_filesystem(directory)
+        self._journal.unsynced = self._changed = False
+
+    def sync_journal(self) -> None:
+        """fsync the journal now if an append is waiting for it: before a write outside the
+        store (the tk file) that must never be on disk ahead of what the journal says."""
+        self._sync_dirs()
+        self._journal.fsync()
+
+    def _sync_dirs(self) -> None:
+        for directory in sorted(self._unsynced_dirs):
             fsync_dir(directory)
         self._unsynced_dirs.clear()
 
@@ -155,22 +190,27 @@ class TicketStore:
         """The path `name` names, once the name itself is valid (its links not checked yet)."""
         return self.dir.joinpath(*artifact_segments(name))
 
-    def write_artifact(
-        self, name: str, text: str, only_if_changed: bool = False, sync_dir: bool = True
-    ) -> Path:
-        """Write an artifact, redacted and atomically. `only_if_changed` leaves an identical
-        file (and its mtime) alone."""
+    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> Path:
+        """Write an artifact, redacted and atomically, not fsynced: its sha256 goes into the
+        journal with the phase's completion (`take_written`). `only_if_changed` leaves an
+        identical file (and its mtime) alone."""
         path = self._artifact(name)  # its links are checked by the write itself
         data = self.redactor(text).encode("utf-8")
         if only_if_changed:
             with suppress(FileNotFoundError):
                 if path.read_bytes() == data:
+                    self._written[name] = hashlib.sha256(data).hexdigest()
                     return path
-        deferred = sync_dir and self._batching
-        atomic_write_bytes(path, data, within=self.dir, sync_dir=sync_dir and not deferred)
-        if deferred:
-            self._unsynced_dirs.add(path.parent)
+        atomic.atomic_write_bytes(path, data, within=self.dir, durable=False)
+        self._written[name] = hashlib.sha256(data).hexdigest()
+        self._changed = True
         return path
+
+    def take_written(self) -> dict[str, str]:
+        """The files `write_artifact` wrote since the last call (name under the ticket
+        directory -> sha256), forgotten here: what a phase's completion journals."""
+        written, self._written = self._written, {}
+        return written
 
     def redact_agent_file(self, path: Path) -> tuple[str, str] | None:
         """The sha256 and text of a file an agent wrote (None if there is none), after taking
@@ -184,10 +224,8 @@ class TicketStore:
         clean = self.redactor(text)
         if clean != text:
             data = clean.encode("utf-8", "surrogateescape")
-            deferred = self._batching
-            atomic_write_bytes(path, data, within=self.dir, sync_dir=not deferred)
-            if deferred:
-                self._unsynced_dirs.add(path.parent)
+            atomic.atomic_write_bytes(path, data, within=self.dir, durable=False)
+            self._changed = True
         return hashlib.sha256(data).hexdigest(), clean
 
     def seen(self, name: str) -> Seen | None:
@@ -221,20 +259,49 @@ class TicketStore:
         return state
 
     def save_retry_state(self, state: RetryState) -> None:
-        """Replace the retry state atomically. A file already there that cannot be trusted is
-        not overwritten (CorruptStateError): only `reset_retry_state` may set it aside."""
+        """Replace the retry state (a view: its image journaled first). A file already there
+        that cannot be trusted is not overwritten (CorruptStateError): only
+        `reset_retry_state` may set it aside."""
         if state.ticketId != self.ticket_id:
             raise ValueError(
                 f"state of {state.ticketId!r} given to the store of {self.ticket_id!r}"
             )
         if not self._trusted:  # a file this store already read or wrote needs no re-check
             self.load_retry_state()
-        text = redacted_json(state.to_json_dict(), self.redactor)
-        # Artifacts the state may point at are made durable first; its own directory's fsync
-        # below covers the renames already done in it.
-        self._sync_dirs(skip=self.dir)
-        atomic_write_text(self.retry_state_path, text, within=self.within)
+        self.save_view(self.retry_state_path.name, state.to_json_dict())
         self._trusted = True
+
+    def save_view(self, name: str, content: dict[str, Any]) -> None:
+        """Journal `content` (redacted) as the after-image of view `name`, then write the
+        file from it. The first image a store saves of each view is fsynced before the file
+        is written: a view on disk then always has an image a crash cannot take away."""
+        if name not in VIEWS:
+            raise ValueError(f"{name!r} is not a view the journal keeps ({', '.join(VIEWS)})")
+        text = redacted_json(content, self.redactor)
+        image = ViewSaved(ts=_now(), ticket=self.ticket_id, file=name, content=load_json(text))
+        self.append_event(image, durable=name not in self._imaged)
+        self._imaged.add(name)
+        self._write_view(name, text)
+
+    def _write_view(self, name: str, text: str) -> None:
+        atomic.atomic_write_text(self.dir / name, text, within=self.within, durable=False)
+        self._changed = True
+
+    def repair_views(self, events: list[Event]) -> list[str]:
+        """After a crash (`events`, the journal, does not end with ViewsSynced): rewrite every
+        view that is missing, empty, torn or not its last journaled image, and journal the
+        check (ViewsChecked). Returns the names rewritten; nothing is done after a clean end."""
+        if not crashed(events):
+            return []
+        repaired = []
+        for name, content in last_images(events).items():
+            if content is not None and differs(self.dir / name, content):
+                self._write_view(name, json_text(content))
+                repaired.append(name)
+        self._imaged.update(repaired)  # their images were durable: the journal had them
+        checked = ViewsChecked(ts=_now(), ticket=self.ticket_id, repaired=repaired)
+        self.append_event(checked, durable=False)
+        return repaired
 
     def retry_backup_path(self, now: datetime) -> Path:
         """Where `reset_retry_state` at `now` moves the retry state: `.bak.<UTC stamp>`, with
@@ -283,8 +350,7 @@ class TicketStore:
         """Append events, redacted, in one write and one fsync. A torn tail left by a crashed
         append is cut off first and recorded as a JournalTailDropped event, never dropped
         silently. Inside `batch()`, `durable=False` writes at once (so `status` sees it) and
-        leaves the fsync to the next durable append: a phase's start is on disk no later than
-        its completion."""
+        leaves the fsync to the next durable append or the batch's end."""
         if not events:
             return
         durable = durable or not self._batching
@@ -293,48 +359,16 @@ class TicketStore:
                 raise ValueError(
                     f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
                 )
-        redactor = self.redactor
-        line = b"".join(redacted_line(e, redactor) for e in events)
+        line = b"".join(redacted_line(e, self.redactor) for e in events)
+        if self._journal.append(line, durable):
+            # The new file's entry (and its directory's, if new) is durable with it.
+            self._unsynced_dirs.update((self.dir, self.dir.parent))
         if durable:
-            self._sync_dirs()  # what the events report is on disk before they are
-        fd, created = self._open_journal()
-        try:
-            with disk_errors(self.journal_path, "append to"):
-                repair = repair_tail(fd, self.journal_path, self.ticket_id, redactor)
-                write_all(fd, repair + line)
-                if durable:
-                    os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._journal_unsynced = not durable
-        if created:
-            if durable:
-                fsync_dir(self.dir)
-            else:
-                self._unsynced_dirs.add(self.dir)
-
-    def _open_journal(self) -> tuple[int, bool]:
-        """The journal, open for reading and appending, and whether this call created it. The
-        ticket directory was checked against the boundary when it was made or locked (a run
-        holds the lock): each append only needs the file itself not to be a link."""
-        path, flags = self.journal_path, os.O_RDWR | os.O_APPEND
-        try:
-            return open_no_follow(path, flags, within=self.dir, operation="append to"), False
-        except FileNotFoundError:
-            make_dirs(self.dir, within=self.within)
-        flags |= os.O_CREAT
-        return open_no_follow(path, flags, within=self.dir, operation="create"), True
+            self._sync_dirs()
+        self._changed = True
 
     def read_events(self) -> JournalRead:
-        try:
-            data = self.journal_path.read_bytes()
-        except FileNotFoundError:
-            return JournalRead([], None)
-        try:
-            return decode(data)
-        except JournalLineError as exc:
-            problem = f"line {exc.line_number}: {exc.problem}"
-            raise corrupt_journal(self.journal_path, problem) from exc
+        return self._journal.read()
 
     # --- lock -----------------------------------------------------------------------------
 
@@ -357,6 +391,20 @@ class TicketStore:
                     )
                 )
             yield
+
+
+def _now() -> str:
+    return timestamp(datetime.now(UTC))
+
+
+def _one_per_device(paths: list[Path]) -> list[Path]:
+    """One existing directory per file system among `paths` (a syncfs covers its whole file
+    system)."""
+    chosen: dict[int, Path] = {}
+    for path in paths:
+        with suppress(FileNotFoundError):
+            chosen.setdefault(path.stat().st_dev, path)
+    return list(chosen.values())
 
 
 if TYPE_CHECKING:

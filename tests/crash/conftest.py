@@ -1,0 +1,73 @@
+"""The crash tests' knobs and the uninterrupted reference run, recorded once per session.
+
+TF_FSM_CRASH_SOAK=<N> multiplies the number of crash states and SIGKILL trials by N;
+TF_FSM_CRASH_SEED=<s> picks the base seed (default fixed: CI is reproducible);
+TF_FSM_CRASH_ONLY=<i> runs only crash state number i of that seed (replaying a failure).
+See docs/crash-testing.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crash import lifecycle
+from tests.crash.model import snapshot
+from tests.crash.recorder import Op, Recorder
+
+DEFAULT_SEED = 20241
+
+
+def knob(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise pytest.UsageError(f"{name} must be an integer, not {value!r}") from None
+
+
+SOAK = max(1, knob("TF_FSM_CRASH_SOAK", 1))
+SEED = knob("TF_FSM_CRASH_SEED", DEFAULT_SEED)
+ONLY = knob("TF_FSM_CRASH_ONLY", -1)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A reference run: the project before it, every op it made, and its final state."""
+
+    workflow: dict[str, Any]
+    files: dict[str, bytes]
+    dirs: set[str]
+    ops: list[Op]
+    reference: lifecycle.Final
+
+
+def record(root: Path, workflow: dict[str, Any]) -> Recording:
+    lifecycle.make_project(root, workflow)
+    files, dirs = snapshot(root)
+    recorder = Recorder(root)
+    with pytest.MonkeyPatch.context() as patch:
+        recorder.install(patch)
+        outcome = lifecycle.run_once(root)
+    assert (outcome.status, outcome.attempts_run) == ("closed", 3), outcome
+    reference = lifecycle.final_state(root)
+    assert reference.attempts == [(1, "blocked"), (2, "blocked"), (3, "closed")], reference
+    assert (reference.state["status"], reference.state["retryCount"]) == ("closed", 0)
+    assert lifecycle.problems(root, reference) == []  # the reference passes its own checks
+    return Recording(workflow, files, dirs, recorder.ops, reference)
+
+
+@pytest.fixture(scope="session")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
+    yield record(tmp_path_factory.mktemp("reference") / "project", lifecycle.WORKFLOW)
+
+
+@pytest.fixture(scope="session")
+def full_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
+    """The variant with research and the closer on."""
+    yield record(tmp_path_factory.mktemp("reference-full") / "project", lifecycle.FULL_WORKFLOW)

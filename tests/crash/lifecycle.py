@@ -1,0 +1,202 @@
+"""The crash scenario: a project (shared tree, no git) with one tk ticket, an agent that blocks
+attempts 1 and 2 with a Major finding and closes attempt 3, and the final state every run of it
+must reach, interrupted or not (`problems`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import tk_ticket
+from tests.crash import agent
+from tf_fsm.core import journal as ev
+from tf_fsm.core.journal_codec import decode
+from tf_fsm.engine.orchestrator import Outcome, RunOptions, run_ticket
+from tf_fsm.executors.base import Invocation, InvocationResult
+from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.lock import lock_holder
+from tf_fsm.storage.store import TicketStore, open_store
+from tf_fsm.tk import tickets
+
+TICKET_ID = "pt-1"
+TICKET_DIR = Path(".tf/knowledge/tickets") / TICKET_ID
+FINAL = ("closed", "already_closed")
+MAX_RERUNS = 4
+#: the reports whose sha256 the final attempt's journal records
+REPORTS = ("review.md", "post-fix-verification.json", "close-summary.md")
+REPORT_PHASE = {"review.md": "review", "close-summary.md": "close"}
+WORKFLOW: dict[str, Any] = {
+    "failOn": ["Critical", "Major"],
+    "enableResearcher": False,
+    "enableReviewers": ["reviewer-general"],
+    "enableCloser": False,
+    "postFixVerification": "fixes",
+    "escalation": {"enabled": True, "maxRetries": 3, "models": {"fixer": "fixer"}},
+}
+#: the variant with research and the closer on
+FULL_WORKFLOW: dict[str, Any] = {**WORKFLOW, "enableResearcher": True, "enableCloser": True}
+
+
+def make_project(
+    root: Path, workflow: dict[str, Any], executor: dict[str, Any] | None = None
+) -> None:
+    """The project as it is before any run: settings and the tk ticket."""
+    (root / ".tf/config").mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {"workflow": workflow}
+    if executor is not None:
+        settings["executor"] = executor
+    (root / ".tf/config/settings.json").write_text(json.dumps(settings))
+    (root / ".tickets").mkdir(exist_ok=True)
+    (root / f".tickets/{TICKET_ID}.md").write_text(tk_ticket(TICKET_ID))
+
+
+def agent_command() -> dict[str, Any]:
+    """The command executor running tests/crash/agent.py as a real process."""
+    return {"kind": "command", "command": [sys.executable, "-S", agent.__file__]}
+
+
+class InProcessAgent:
+    """The agent of tests/crash/agent.py, called in-process (no process start-up)."""
+
+    def check(self) -> None:
+        pass
+
+    def invoke(self, inv: Invocation) -> InvocationResult:
+        text = agent.output_text(inv.ticket_id, inv.phase, inv.attempt)
+        agent.write_output(str(inv.output), text)
+        return InvocationResult(ok=True, duration=0.0, exit_code=0)
+
+
+def run_once(root: Path) -> Outcome:
+    settings = load_settings(root)
+    return run_ticket(root, TICKET_ID, RunOptions(), settings=settings, executor=InProcessAgent())
+
+
+def run_until_final(root: Path) -> list[str]:
+    """`run_ticket` again until the ticket is closed: the statuses it returned. Never `error`
+    (an exception propagates: a state the run cannot recover from is a finding)."""
+    statuses: list[str] = []
+    while len(statuses) < MAX_RERUNS:
+        status = run_once(root).status
+        statuses.append(status)
+        if status == "error":
+            raise AssertionError(f"a rerun returned error: {statuses}")
+        if status in FINAL:
+            return statuses
+    raise AssertionError(f"not closed after {MAX_RERUNS} reruns: {statuses}")
+
+
+def store(root: Path) -> TicketStore:
+    return open_store(root, load_settings(root), TICKET_ID)
+
+
+def events(root: Path) -> list[ev.Event]:
+    path = root / TICKET_DIR / "events.jsonl"
+    return decode(path.read_bytes()).events if path.exists() else []
+
+
+@dataclass(frozen=True)
+class Final:
+    """What the reference run ended with: retry-state.json, timestamps aside."""
+
+    state: dict[str, Any]
+
+    @property
+    def attempts(self) -> list[tuple[int, str]]:
+        return [(a["attemptNumber"], a["status"]) for a in self.state["attempts"]]
+
+
+STAMPS = frozenset({"startedAt", "completedAt", "lastAttemptAt", "lastUpdated", "closedAt"})
+
+
+def without_stamps(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: without_stamps(v) for k, v in data.items() if k not in STAMPS}
+    if isinstance(data, list):
+        return [without_stamps(v) for v in data]
+    return data
+
+
+def final_state(root: Path) -> Final:
+    state = store(root).load_retry_state()
+    assert state is not None, "no retry-state.json"
+    return Final(without_stamps(state.to_json_dict()))
+
+
+def sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def problems(root: Path, reference: Final) -> list[str]:
+    """Every way the project at `root` differs from the reference's final state."""
+    found: list[str] = []
+    ticket = tickets.read(root, TICKET_ID)
+    if ticket.status != "closed":
+        found.append(f"tk status is {ticket.status!r}")
+    try:
+        final = final_state(root)
+    except Exception as exc:
+        return [*found, f"retry-state.json does not load: {exc}"]
+    if final.state != reference.state:
+        found.append(f"retry-state differs: {final.state} != {reference.state}")
+    evs = events(root)
+    found += _journal_problems(evs)
+    found += _view_problems(root, evs)
+    found += _report_problems(root, evs)
+    ticket_dir = root / TICKET_DIR
+    left = sorted(str(p.relative_to(ticket_dir)) for p in ticket_dir.rglob(".*.tmp"))
+    if left:
+        found.append(f"temp files left: {left}")
+    if lock_holder(ticket_dir) != 0:
+        found.append("the ticket lock is held")
+    return found
+
+
+def _journal_problems(evs: list[ev.Event]) -> list[str]:
+    finished = sorted(e.attempt or 0 for e in evs if isinstance(e, ev.AttemptFinished))
+    closed = sum(isinstance(e, ev.TicketClosed) for e in evs)
+    found = []
+    if finished != [1, 2, 3]:
+        found.append(f"AttemptFinished for attempts {finished}, not [1, 2, 3]")
+    if closed != 1:
+        found.append(f"{closed} TicketClosed events")
+    if any((e.attempt or 0) > 3 for e in evs):
+        found.append("an attempt 4 was journaled")
+    return found
+
+
+def last_view_saved(evs: list[ev.Event], name: str) -> Any:
+    """The content of the last `ViewSaved` of `name`, None when the journal has none."""
+    saved = [e for e in evs if e.event == "ViewSaved" and getattr(e, "file", None) == name]
+    return getattr(saved[-1], "content", None) if saved else None
+
+
+def _view_problems(root: Path, evs: list[ev.Event]) -> list[str]:
+    image = last_view_saved(evs, "retry-state.json")
+    if image is None:
+        return []  # a journal without ViewSaved events (before the journal held the views)
+    on_disk = json.loads((root / TICKET_DIR / "retry-state.json").read_text())
+    return [] if on_disk == image else ["retry-state.json differs from its last ViewSaved"]
+
+
+def _report_problems(root: Path, evs: list[ev.Event]) -> list[str]:
+    completed = [e for e in evs if isinstance(e, ev.PhaseCompleted) and e.attempt == 3]
+    recorded: dict[str, str] = {}
+    for e in completed:  # the last completion of each phase wins
+        recorded[e.artifact] = e.sha256
+        recorded.update(getattr(e, "files", None) or {})
+    found = []
+    for name in REPORTS:
+        actual = sha256(root / TICKET_DIR / name)
+        if actual is None:
+            found.append(f"{name} is missing")
+        elif name in recorded and recorded[name] != actual:
+            found.append(f"{name}'s sha256 is not the one attempt 3 journaled")
+        elif name not in recorded and name in REPORT_PHASE:
+            found.append(f"attempt 3 journaled no sha256 of {name}")
+    return found
