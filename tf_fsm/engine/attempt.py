@@ -44,7 +44,7 @@ def run_attempt(
         trigger = {INITIAL: "start", BLOCKED: "retry", "error": "resume"}.get(start_state)
         if trigger is not None:
             machine.fire(model, trigger)
-        runner = PhaseRunner(run, attempt)
+        runner = PhaseRunner(run, attempt, state.retryCount)
         if phase_of(start_state) == "close" or attempt.facts.resume_phase == "close":
             runner.restore_gate()
         while (phase := phase_of(model.state)) is not None:

@@ -44,8 +44,9 @@ def _sha256(data: bytes) -> str:
 class PhaseRunner:
     """Runs the phases of one attempt; returns a one-line failure or None from `run`."""
 
-    def __init__(self, run: RunContext, attempt: AttemptContext) -> None:
-        self.run_, self.attempt = run, attempt
+    def __init__(self, run: RunContext, attempt: AttemptContext, retry_count: int = 0) -> None:
+        """`retry_count`: the ticket's blocked attempts before this one (the close summary's)."""
+        self.run_, self.attempt, self.retry_count = run, attempt, retry_count
         self.store = run.store
         self.wf = run.settings.workflow
         self.fail_on = list(self.wf.failOn)
@@ -88,7 +89,9 @@ class PhaseRunner:
             # resume after a crash in between runs the phase again on top of that commit.
             self.run_.tree.after_phase(self.run_, self.attempt.number, phase)
             artifact = PHASE_ARTIFACT[phase]
-            data = (self.store.dir / artifact).read_bytes()
+            # none of them was fsynced: a resume after a crash checks every one
+            files = {**self.store.take_written(), **self._outputs(phase)}
+            sha = files.get(artifact) or _sha256((self.store.dir / artifact).read_bytes())
             self.run_.event(
                 ev.PhaseCompleted,
                 self.attempt.number,
@@ -96,9 +99,8 @@ class PhaseRunner:
                 flush=phase != "close",
                 phase=phase,
                 artifact=artifact,
-                sha256=_sha256(data),
-                # none of them was fsynced: a resume after a crash checks every one
-                files={**self.store.take_written(), **self._outputs(phase)},
+                sha256=sha,
+                files=files,
             )
         return failure
 
@@ -275,8 +277,7 @@ class PhaseRunner:
             if failure:
                 return failure
         closed = self.attempt.facts.gate_passed is True
-        state = self.store.load_retry_state()
-        retry_count = state.retryCount if state else 0
+        retry_count = self.retry_count
         res = self.attempt.resolution
         escalated = {r: res.roles[r].model for r in res.escalated_roles}
         after = retry_count if closed else retry_count + 1

@@ -56,9 +56,10 @@ class JournalFile:
             os.close(self._fd)
         self._fd, self._tail_checked = None, False
 
-    def append(self, data: bytes, durable: bool) -> bool:
+    def append(self, data: bytes, durable: bool, events: list[Event] | None = None) -> bool:
         """Write `data` (whole lines) at the end, fsynced if `durable`; True when this call
-        created the file (its directory entry is then not yet durable)."""
+        created the file (its directory entry is then not yet durable). `events`: what the
+        lines read back as, when the caller knows (else they are decoded for the cache)."""
         fd, created = self._open()
         try:
             with disk_errors(self.path, "append to"):
@@ -72,7 +73,7 @@ class JournalFile:
             self._cache = None
             raise
         self.unsynced = not durable
-        self._cached_append(fd, data, repaired=bool(repair))
+        self._cached_append(fd, data, events, repaired=bool(repair))
         if not self._holding:
             self._close()
         return created
@@ -143,7 +144,9 @@ class JournalFile:
             problem = f"line {exc.line_number}: {exc.problem}"
             raise corrupt_journal(self.path, problem) from exc
 
-    def _cached_append(self, fd: int, data: bytes, repaired: bool) -> None:
+    def _cached_append(
+        self, fd: int, data: bytes, new: list[Event] | None, repaired: bool
+    ) -> None:
         """Keep the cache in step with what was just appended: the lines decoded again (the
         cache must be what a reader of the file would get), or dropped when the append cut a
         torn tail first."""
@@ -155,7 +158,7 @@ class JournalFile:
         if (st.st_ino, before[1] + len(data)) != (before[0], st.st_size):
             self._cache = None  # someone else wrote meanwhile: read it all again
             return
-        events.extend(self._decode(data).events)
+        events.extend(new if new is not None else self._decode(data).events)
         self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), events)
 
 

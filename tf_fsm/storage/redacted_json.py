@@ -36,9 +36,10 @@ def redacted_lines(events: list[Event], redactor: Redactor) -> tuple[bytes, bool
     return b"".join(lines), changed
 
 
-def redacted_json(obj: Any, redactor: Redactor) -> str:
-    """`obj` as the JSON text of a whole file (`json_text`), redacted."""
-    text = redacted_json_text(json_text(obj), redactor)
+def redacted_json(obj: Any, redactor: Redactor, raw: str | None = None) -> str:
+    """`obj` as the JSON text of a whole file (`json_text`, or `raw` when the caller has
+    it already), redacted."""
+    text = redacted_json_text(json_text(obj) if raw is None else raw, redactor)
     return text if text is not None else json_text(redact_strings(obj, redactor))
 
 

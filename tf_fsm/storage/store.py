@@ -53,7 +53,7 @@ from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.journal_file import JournalFile
 from tf_fsm.storage.lock import hold_lock, sweep_temp_files
 from tf_fsm.storage.redact import Redactor
-from tf_fsm.storage.redacted_json import redacted_json, redacted_line
+from tf_fsm.storage.redacted_json import redacted_json, redacted_line, redacted_lines
 from tf_fsm.storage.retry_file import parse_retry_state
 
 # Ticket ids are re-exported too: callers validate ids through the store's module.
@@ -277,8 +277,12 @@ class TicketStore:
         is written: a view on disk then always has an image a crash cannot take away."""
         if name not in VIEWS:
             raise ValueError(f"{name!r} is not a view the journal keeps ({', '.join(VIEWS)})")
-        text = redacted_json(content, self.redactor)
-        image = ViewSaved(ts=_now(), ticket=self.ticket_id, file=name, content=load_json(text))
+        raw = json_text(content)
+        text = redacted_json(content, self.redactor, raw)
+        image = ViewSaved(
+            ts=_now(), ticket=self.ticket_id, file=name,
+            content=content if text == raw else load_json(text),
+        )  # fmt: skip
         self.append_event(image, durable=name not in self._imaged)
         self._imaged.add(name)
         self._write_view(name, text)
@@ -359,8 +363,9 @@ class TicketStore:
                 raise ValueError(
                     f"event of {event.ticket!r} given to the store of {self.ticket_id!r}"
                 )
-        line = b"".join(redacted_line(e, self.redactor) for e in events)
-        if self._journal.append(line, durable):
+        line, redacted = redacted_lines(events, self.redactor)
+        # Lines the redactor left alone read back as these very events: the cache keeps them.
+        if self._journal.append(line, durable, None if redacted else events):
             # The new file's entry (and its directory's, if new) is durable with it.
             self._unsynced_dirs.update((self.dir, self.dir.parent))
         if durable:
