@@ -259,6 +259,17 @@ def _syncfs() -> Any:
         return None
 
 
+def sync_filesystems(paths: list[Path]) -> None:
+    """`sync_filesystem` once for each file system among `paths` (those that exist)."""
+    chosen: dict[int, Path] = {}
+    for path in paths:
+        with suppress(FileNotFoundError):
+            chosen.setdefault(path.stat().st_dev, path)
+    for path in chosen.values():
+        with disk_errors(path, "sync"):
+            sync_filesystem(path)  # looked up when called: a test may wrap it
+
+
 def sync_filesystem(path: Path) -> None:
     """Make everything written on the file system that holds `path` durable: one syncfs(2)
     (one journal commit on ext4, where an fsync per file would each cost one), or a plain

@@ -157,9 +157,7 @@ class TicketStore:
         """Make every write so far durable: one syncfs per file system (the ticket
         directory's and those of `more`), which covers the journal too."""
         self._sync_dirs()
-        for directory in _one_per_device([self.dir, *more]):
-            with disk_errors(directory, "sync"):
-                atomic.sync_filesystem(directory)
+        atomic.sync_filesystems([self.dir, *more])
         self._journal.unsynced = self._changed = False
 
     def sync_journal(self) -> None:
@@ -400,16 +398,6 @@ class TicketStore:
 
 def _now() -> str:
     return timestamp(datetime.now(UTC))
-
-
-def _one_per_device(paths: list[Path]) -> list[Path]:
-    """One existing directory per file system among `paths` (a syncfs covers its whole file
-    system)."""
-    chosen: dict[int, Path] = {}
-    for path in paths:
-        with suppress(FileNotFoundError):
-            chosen.setdefault(path.stat().st_dev, path)
-    return list(chosen.values())
 
 
 if TYPE_CHECKING:
