@@ -192,6 +192,44 @@ def test_recover_aborts_a_rebase_left_in_the_worktree(
     assert (ws.tree / "app.py").read_text() == "def app():\n    return 'branch'\n"
 
 
+def test_recover_puts_a_worktree_left_detached_by_a_killed_rebase_back_on_its_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebase killed once it had detached HEAD at the base, with no state left for `git
+    rebase --abort`: the worktree goes back on the ticket's branch, which still holds its
+    commits, and the rebase then runs."""
+    isolate(monkeypatch)
+    ws = ticket(tmp_path)
+    old = work(ws, {"feature.py": "A = 1\n"})
+    base = move_main(ws.root)
+    git(ws.tree, "checkout", "--quiet", "--detach", base)
+
+    notes = recover(ws).notes
+
+    assert notes == [f"put {ws.tree} back on tf/pt-1: a killed rebase had left it on a "
+                     f"detached HEAD at {base[:12]}"]  # fmt: skip
+    assert git(ws.tree, "symbolic-ref", "--short", "HEAD") == "tf/pt-1"
+    assert rebase_onto_base(ws).moved and git(ws.root, "rev-parse", "tf/pt-1") != old
+
+
+def test_recover_leaves_a_detached_head_with_commits_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person's commit on a detached HEAD is on neither branch: recover leaves it where it
+    is, and the rebase refuses, naming why."""
+    isolate(monkeypatch)
+    ws = ticket(tmp_path)
+    work(ws, {"feature.py": "A = 1\n"})
+    move_main(ws.root)
+    git(ws.tree, "checkout", "--quiet", "--detach")
+    mine = commit_all(ws.tree, "a person's commit on a detached HEAD")
+
+    assert recover(ws).notes == []
+    assert git(ws.tree, "rev-parse", "HEAD") == mine
+    with pytest.raises(WorkspaceError, match="does not have tf/pt-1 checked out"):
+        rebase_onto_base(ws)
+
+
 def test_recover_keeps_files_in_the_way_of_the_abort_under_a_ref(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

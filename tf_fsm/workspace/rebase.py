@@ -111,6 +111,26 @@ def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
             f"on {branch}, so nothing had moved)"], ref  # fmt: skip
 
 
+def reattach_branch(ws: Workspace) -> list[str]:
+    """A rebase killed at the wrong instant can leave the ticket's worktree on a detached HEAD
+    with no rebase state for `git rebase --abort` to read. When that HEAD holds nothing the
+    branch or the base branch does not (the rebase had not committed yet) and no tracked file
+    is changed, the worktree is put back on the ticket's branch; anything else is left as it
+    is (the merge then refuses, naming it)."""
+    git = ws.git
+    if git.head_branch() is not None:
+        return []
+    head = git.rev("HEAD")
+    tip, base = branch_tips(ws)
+    if head is None or not any(git.is_ancestor(head, ref) for ref in (tip, base)):
+        return []
+    if not git.ok("diff-index", "--quiet", "HEAD", "--"):
+        return []
+    git.run("checkout", "--quiet", ws.branch)
+    return [f"put {ws.tree} back on {ws.branch}: a killed rebase had left it on a detached "
+            f"HEAD at {head[:12]}"]  # fmt: skip
+
+
 def branch_tips(ws: Workspace) -> tuple[str, str]:
     """(the ticket branch's tip, the base branch's tip), read in one git process."""
     refs = {f"refs/heads/{ws.branch}": ws.branch, f"refs/heads/{ws.base_branch}": ws.base_branch}

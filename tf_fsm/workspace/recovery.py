@@ -21,7 +21,13 @@ from tf_fsm.workspace.merge_note import (
     temp_tree,
 )
 from tf_fsm.workspace.model import MERGED_TIP_TRAILER, TK_DIR, Workspace
-from tf_fsm.workspace.rebase import abort_rebase, discard_worktree, sweep_temp_files, undo_merge
+from tf_fsm.workspace.rebase import (
+    abort_rebase,
+    discard_worktree,
+    reattach_branch,
+    sweep_temp_files,
+    undo_merge,
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ def recover(ws: Workspace) -> Recovered:
     kept = None
     if tree:
         aborted, kept = abort_rebase(ws, own)
-        notes += aborted
+        notes += aborted + reattach_branch(ws)
     for ticket_id in sorted({*noted_tickets(ws.root), ws.ticket_id}):
         notes += _discard_temp_tree(ws.root_git, common, ws.root, ticket_id)
         if ticket_id != ws.ticket_id:
