@@ -88,7 +88,8 @@ def writer_main(
     done: set[tuple[int, str]] = set()
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
-        events = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
+        # complete lines only: the watcher may be appending the last one as it is read
+        events = [json.loads(x) for x in journal.read_text().split("\n")[:-1] if x.strip()]
         if any(e["event"] == "TicketClosed" for e in events):
             return
         for e in events:
@@ -120,7 +121,7 @@ def kdir(project: Path, ticket: str) -> Path:
 
 
 def events(project: Path, ticket: str, name: str | None = None) -> list[dict[str, Any]]:
-    lines = (kdir(project, ticket) / "events.jsonl").read_text().splitlines()
+    lines = (kdir(project, ticket) / "events.jsonl").read_text().split("\n")[:-1]
     evs = [json.loads(x) for x in lines if x.strip()]
     return [e for e in evs if name is None or e["event"] == name]
 
