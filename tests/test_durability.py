@@ -129,7 +129,7 @@ def test_the_first_image_of_each_view_is_on_disk_before_the_view(
     assert run(project).status == "closed"
     journal = os.path.realpath(store(project).journal_path)
     start = 0
-    for view in ("retry-state.json", "chain-context.json"):  # saved in this order
+    for view in ("chain-context.json", "retry-state.json"):  # saved in this order
         first = next(
             i for i, (kind, p) in enumerate(calls) if kind == "rename" and p.endswith("/" + view)
         )

@@ -12,7 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.test_orchestrator import MAJOR_HARD, events, run, setup, state, store
-from tf_fsm.core.journal import AttemptResumed, PhaseCompleted, ViewsChecked, ViewsSynced
+from tf_fsm.core.journal import (
+    AttemptResumed,
+    PhaseCompleted,
+    TicketBlocked,
+    ViewSaved,
+    ViewsChecked,
+    ViewsSynced,
+)
 
 
 def cut_before_durable_point(project: Path) -> None:
@@ -43,7 +50,7 @@ def test_an_emptied_retry_state_is_rebuilt_and_the_run_goes_on(project: Path) ->
     outcome = run(project)
     assert outcome.status == "closed" and outcome.attempt == 1
     checked = [e for e in s.read_events().events if isinstance(e, ViewsChecked)]
-    assert [c.repaired for c in checked] == [["retry-state.json", "chain-context.json"]]
+    assert [sorted(c.repaired) for c in checked] == [["chain-context.json", "retry-state.json"]]
     assert [(a.attemptNumber, a.status) for a in state(project).attempts] == [(1, "closed")]
 
 
@@ -93,3 +100,24 @@ def test_after_a_clean_end_nothing_is_checked(project: Path) -> None:
     assert isinstance(s.read_events().events[-1], ViewsSynced)
     assert run(project).status == "closed"
     assert not any(isinstance(e, ViewsChecked) for e in s.read_events().events)
+
+
+def test_the_next_attempt_is_told_what_the_journal_kept_not_what_the_files_say_now(
+    project: Path,
+) -> None:
+    """The blocked attempt's summary is journaled with its end: a review.md replaced since
+    (by an attempt a crash cut short, here by hand) does not change what attempt 2 is told."""
+    setup(project, {"findings": [MAJOR_HARD]})
+    assert run(project, once=True).status == "blocked"
+    s = store(project)
+    [blocked] = [e for e in s.read_events().events if isinstance(e, TicketBlocked)]
+    assert blocked.priorFailure is not None and "`a.py:1` - hard" in blocked.priorFailure["fenced"]
+    (s.dir / "review.md").write_text("# Review\n\nNo issues found.\n")
+    (s.dir / "post-fix-verification.json").write_text("{}")
+    assert run(project).status == "closed"
+    chain = [
+        e.content for e in s.read_events().events
+        if isinstance(e, ViewSaved) and e.file == "chain-context.json"
+        and e.content["attempt"] == 2
+    ]  # fmt: skip
+    assert chain and chain[-1]["priorFailure"]["fenced"] == blocked.priorFailure["fenced"]

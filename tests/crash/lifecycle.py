@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +102,11 @@ def events(root: Path) -> list[ev.Event]:
 
 @dataclass(frozen=True)
 class Final:
-    """What the reference run ended with: retry-state.json, timestamps aside."""
+    """What the reference run ended with: retry-state.json, timestamps aside, and the
+    prior-failure summary each attempt's prompts were given (its chain context's last image)."""
 
     state: dict[str, Any]
+    prior: dict[int, Any] = field(default_factory=dict)
 
     @property
     def attempts(self) -> list[tuple[int, str]]:
@@ -125,7 +127,12 @@ def without_stamps(data: Any) -> Any:
 def final_state(root: Path) -> Final:
     state = store(root).load_retry_state()
     assert state is not None, "no retry-state.json"
-    return Final(without_stamps(state.to_json_dict()))
+    prior = {}
+    for e in events(root):
+        if e.event == "ViewSaved" and getattr(e, "file", None) == "chain-context.json":
+            content = getattr(e, "content", {})
+            prior[content.get("attempt")] = content.get("priorFailure")
+    return Final(without_stamps(state.to_json_dict()), prior)
 
 
 def sha256(path: Path) -> str | None:
@@ -144,6 +151,10 @@ def problems(root: Path, reference: Final) -> list[str]:
         return [*found, f"retry-state.json does not load: {exc}"]
     if final.state != reference.state:
         found.append(f"retry-state differs: {final.state} != {reference.state}")
+    for number, summary in sorted(reference.prior.items(), key=lambda kv: kv[0] or 0):
+        if final.prior.get(number) != summary:
+            found.append(f"attempt {number} was given another prior-failure summary: "
+                         f"{final.prior.get(number)!r} instead of {summary!r}")  # fmt: skip
     evs = events(root)
     found += _journal_problems(evs)
     found += _view_problems(root, evs)

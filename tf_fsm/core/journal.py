@@ -290,6 +290,9 @@ class TicketBlocked(Event):
     #: not refusing, no --once); a run that finds it unstarted after a crash keeps the
     #: trigger quality_gate
     autoRetry: bool = False
+    #: the prior-failure summary the next attempt is given, taken from this attempt's
+    #: reports as it ended (fenced and capped): a later attempt's reports replace them
+    priorFailure: dict[str, Any] | None = None
 
 
 class StaleTempFilesRemoved(Event):

@@ -24,7 +24,7 @@ from tf_fsm.core.machine import (
 from tf_fsm.core.state import RetryState, finish_attempt, update_current
 from tf_fsm.engine import same_failure
 from tf_fsm.engine.accounting import budget_check, with_accounting
-from tf_fsm.engine.context import AttemptContext
+from tf_fsm.engine.context import AttemptContext, prior_failure
 from tf_fsm.engine.invocation import WAITING
 from tf_fsm.engine.phases import PhaseRunner
 
@@ -136,7 +136,9 @@ def _finish(
     # finished by the next run, which journals only what is missing (_journal_once).
     if closed:
         # A closed attempt is never resumed, so nothing could re-make its reports after a
-        # power cut: they are made durable before the journal says it closed.
+        # power cut: they are made durable before the journal says it closed. (A blocked
+        # attempt's reports matter only for the next attempt's prior-failure summary, which
+        # TicketBlocked carries.)
         run.store.durable_point(run.ticket.path.parent)
         _journal_once(run, attempt, ev.TicketClosed, retryCountBefore=before)
     else:
@@ -146,9 +148,13 @@ def _finish(
             and should_retry(ended, run.settings)
             and getattr(budget_check(run, ended), "refusal", None) is None
         )
+        summary = prior_failure(
+            ended, run.store.read_artifact, list(run.settings.workflow.failOn), run.store.redactor
+        )
         _journal_once(
             run, attempt, ev.TicketBlocked, reason=runner.gate_reason,
             retryCount=ended.retryCount, maxRetries=run.settings.max_retries, autoRetry=auto,
+            priorFailure=summary,
         )  # fmt: skip
     _journal_once(
         run, attempt, ev.AttemptFinished, status=status, counts=runner.post_counts,

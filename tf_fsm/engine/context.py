@@ -134,12 +134,13 @@ def restore(
     if prior is not None:  # the text outside the fence is cut to one short line again
         kept = prior.get("kept")
         prior = {
-            **prior,
+            **{k: v for k, v in prior.items() if k != "kept"},
             "reason": inline(prior["reason"], redact),
             "fenced": refence(prior["fenced"], redact),
-            # shown unfenced: only a ref name tf_fsm itself gives, never an agent's text
-            "kept": kept if isinstance(kept, str) and _KEPT_RE.fullmatch(kept) else None,
         }
+        # shown unfenced: only a ref name tf_fsm itself gives, never an agent's text
+        if isinstance(kept, str) and _KEPT_RE.fullmatch(kept):
+            prior["kept"] = kept
     return replace(fresh, resolution=resolution, plan=plan, facts=facts, prior_failure=prior)
 
 

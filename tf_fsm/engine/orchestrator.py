@@ -249,15 +249,25 @@ class TicketRun:
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
             merges=self.tree.merges,
         )
-        fail_on = list(self.settings.workflow.failOn)
-        prior = (
-            prior_failure(state, self.store.read_artifact, fail_on, self.store.redactor)
-            if state
-            else None
-        )
+        prior = self._prior_failure(state) if state else None
         if prior is not None and self.tree.kept:
             prior["kept"] = self.tree.kept  # where a `reset` rollback kept its commits
         return AttemptContext(number, trigger, resolution, plan, facts, prior)
+
+    def _prior_failure(self, state: RetryState) -> dict[str, Any] | None:
+        """The blocked attempt's summary as its end journaled it (its reports may have been
+        replaced since, by an attempt a crash cut short); computed from the reports for a
+        journal without it (written before it was kept, or by pi-ticketflow)."""
+        cur = state.current
+        if cur is None or cur.status != "blocked":
+            return None
+        for event in reversed(self.store.read_events().events):
+            if isinstance(event, ev.TicketBlocked) and event.attempt == cur.attemptNumber:
+                if event.priorFailure is not None:
+                    return dict(event.priorFailure)
+                break
+        fail_on = list(self.settings.workflow.failOn)
+        return prior_failure(state, self.store.read_artifact, fail_on, self.store.redactor)
 
     def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
         head = self.tree.begin_attempt(self, state)  # a rollback happens here
@@ -266,6 +276,9 @@ class TicketRun:
         number, resolution, plan = attempt.number, attempt.resolution, attempt.plan
         prior = attempt.prior_failure
         PhaseRunner(self, attempt).check_templates()  # before anything is written
+        # The context first: a journal that holds the attempt's start (the state's image) holds
+        # what it started with, prior-failure summary included, whatever a crash cuts off.
+        self.write_chain_context(attempt)
         state = self.save(
             start_attempt(
                 state,
@@ -294,7 +307,6 @@ class TicketRun:
                 attemptCount=number - 1,
                 lastFailureKind=prior["kind"] if prior else "unknown",
             )
-        self.write_chain_context(attempt)
         self._mark_in_progress()
         return attempt, state
 
