@@ -7,7 +7,7 @@ resume, so a resumed attempt keeps its models, plan and prior-failure summary.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from tf_fsm._json_input import load_json
 from tf_fsm.core.artifacts import INPUTS
 from tf_fsm.core.detection import extract_findings
 from tf_fsm.core.escalation import Resolution, RoleResolution
+from tf_fsm.core.journal import Event, TicketBlocked
 from tf_fsm.core.machine import PHASES, AttemptFacts
 from tf_fsm.core.state import SEVERITIES, RetryState
 from tf_fsm.engine.prompts import fence_untrusted, inline, refence
@@ -165,6 +166,27 @@ def load_saved(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CorruptStateError(path, "not a JSON object", _REMEDY)
     return data
+
+
+def journaled_prior_failure(
+    state: RetryState,
+    events: Sequence[Event],
+    read: Callable[[str], str | None],
+    fail_on: list[str],
+    redact: Callable[[str], str],
+) -> dict[str, Any] | None:
+    """The blocked attempt's summary as its end journaled it (TicketBlocked.priorFailure: its
+    reports may have been replaced since, by an attempt a crash cut short); built from the
+    reports (`prior_failure`) for a journal without it (from before, or pi-ticketflow's)."""
+    cur = state.current
+    if cur is None or cur.status != "blocked":
+        return None
+    for event in reversed(events):
+        if isinstance(event, TicketBlocked) and event.attempt == cur.attemptNumber:
+            if event.priorFailure is not None:
+                return dict(event.priorFailure)
+            break
+    return prior_failure(state, read, fail_on, redact)
 
 
 def prior_failure(

@@ -36,7 +36,7 @@ from tf_fsm.engine.api import QuietObserver as QuietObserver
 from tf_fsm.engine.api import RunOptions as RunOptions
 from tf_fsm.engine.api import RunTree
 from tf_fsm.engine.attempt import run_attempt
-from tf_fsm.engine.context import AttemptContext, prior_failure
+from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.ticket_file import close_ticket
@@ -249,25 +249,17 @@ class TicketRun:
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
             merges=self.tree.merges,
         )
-        prior = self._prior_failure(state) if state else None
+        prior = (
+            journaled_prior_failure(
+                state, self.store.read_events().events, self.store.read_artifact,
+                list(self.settings.workflow.failOn), self.store.redactor,
+            )
+            if state
+            else None
+        )  # fmt: skip
         if prior is not None and self.tree.kept:
             prior["kept"] = self.tree.kept  # where a `reset` rollback kept its commits
         return AttemptContext(number, trigger, resolution, plan, facts, prior)
-
-    def _prior_failure(self, state: RetryState) -> dict[str, Any] | None:
-        """The blocked attempt's summary as its end journaled it (its reports may have been
-        replaced since, by an attempt a crash cut short); computed from the reports for a
-        journal without it (written before it was kept, or by pi-ticketflow)."""
-        cur = state.current
-        if cur is None or cur.status != "blocked":
-            return None
-        for event in reversed(self.store.read_events().events):
-            if isinstance(event, ev.TicketBlocked) and event.attempt == cur.attemptNumber:
-                if event.priorFailure is not None:
-                    return dict(event.priorFailure)
-                break
-        fail_on = list(self.settings.workflow.failOn)
-        return prior_failure(state, self.store.read_artifact, fail_on, self.store.redactor)
 
     def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
         head = self.tree.begin_attempt(self, state)  # a rollback happens here

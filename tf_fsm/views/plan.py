@@ -328,7 +328,7 @@ def _later_attempt(run: TicketRun, number: int, state: RetryState | None) -> Att
     run were it allowed: its tier's models (never below the tier the ticket's next attempt
     would reach) and, after a blocked attempt, that attempt's failure."""
     from tf_fsm.core.escalation import next_tier
-    from tf_fsm.engine.context import prior_failure
+    from tf_fsm.engine.context import journaled_prior_failure
 
     trigger = "initial" if number == 1 else "quality_gate"
     tier = next_tier(state, run.settings) if state is not None else None
@@ -341,7 +341,9 @@ def _later_attempt(run: TicketRun, number: int, state: RetryState | None) -> Att
     fail_on = list(run.settings.workflow.failOn)
     prior = None
     if state is not None and number > 1:
-        prior = prior_failure(state, run.store.read_artifact, fail_on, run.store.redactor)
+        events = run.store.read_events().events
+        read, redact = run.store.read_artifact, run.store.redactor
+        prior = journaled_prior_failure(state, events, read, fail_on, redact)
     return AttemptContext(number, trigger, resolution, plan_, facts, prior)
 
 
