@@ -34,6 +34,7 @@ from tests.workspace.test_merge import (
     work,
 )
 from tf_fsm.errors import CorruptStateError, WorkspaceError
+from tf_fsm.process.strays import end_orphans
 from tf_fsm.workspace.locks import git_processes_in
 from tf_fsm.workspace.merge import merged_commit
 from tf_fsm.workspace.model import Workspace
@@ -475,8 +476,10 @@ def run_and_kill(script: str, args: list[str], delay: float | None) -> tuple[boo
 
 
 def settle(root: Path) -> None:
-    """Wait for the git the killed process ran to end too (its parent-death signal is
-    delivered asynchronously), as a later run finds it ended."""
+    """End what the killed process left running, as the next run does when it starts (a git
+    started in the instant before the kill may never get its parent-death signal), then wait
+    for the git it ran to end (that signal is delivered asynchronously)."""
+    end_orphans()
     deadline = time.monotonic() + 10
     while git_processes_in([root]) and time.monotonic() < deadline:
         time.sleep(0.01)
