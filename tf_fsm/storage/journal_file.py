@@ -122,17 +122,14 @@ class JournalFile:
 
     def read(self) -> JournalRead:
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            with self.path.open("rb") as file:
+                st = os.fstat(file.fileno())
+                key = (st.st_ino, st.st_size, st.st_mtime_ns)
+                if self._cache is not None and self._cache[0] == key:
+                    return JournalRead(list(self._cache[1]), None)
+                data = file.read()
         except FileNotFoundError:
             return JournalRead([], None)
-        try:
-            st = os.fstat(fd)
-            key = (st.st_ino, st.st_size, st.st_mtime_ns)
-            if self._cache is not None and self._cache[0] == key:
-                return JournalRead(list(self._cache[1]), None)
-            data = _read_all(fd, st.st_size)
-        finally:
-            os.close(fd)
         read = self._decode(data)
         self._cache = (key, read.events) if read.torn_tail is None else None
         return JournalRead(list(read.events), read.torn_tail)
@@ -160,17 +157,6 @@ class JournalFile:
             return
         events.extend(new if new is not None else self._decode(data).events)
         self._cache = ((st.st_ino, st.st_size, st.st_mtime_ns), events)
-
-
-def _read_all(fd: int, size: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        chunk = os.read(fd, max(size - total, 1 << 16))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        total += len(chunk)
 
 
 def repair_tail(fd: int, journal_path: Path, ticket_id: str, redactor: Redactor) -> bytes:

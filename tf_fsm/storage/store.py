@@ -39,8 +39,7 @@ from tf_fsm.core.journal_codec import JournalRead
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
-from tf_fsm.fs import atomic
-from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, json_text
+from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, json_text, sync_filesystems
 
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm.fs.atomic import atomic_write_bytes as atomic_write_bytes
@@ -157,7 +156,7 @@ class TicketStore:
         """Make every write so far durable: one syncfs per file system (the ticket
         directory's and those of `more`), which covers the journal too."""
         self._sync_dirs()
-        atomic.sync_filesystems([self.dir, *more])
+        sync_filesystems([self.dir, *more])
         self._journal.unsynced = self._changed = False
 
     def sync_journal(self) -> None:
@@ -199,7 +198,7 @@ class TicketStore:
                 if path.read_bytes() == data:
                     self._written[name] = hashlib.sha256(data).hexdigest()
                     return path
-        atomic.atomic_write_bytes(path, data, within=self.dir, durable=False)
+        atomic_write_bytes(path, data, within=self.dir, durable=False)
         self._written[name] = hashlib.sha256(data).hexdigest()
         self._changed = True
         return path
@@ -222,7 +221,7 @@ class TicketStore:
         clean = self.redactor(text)
         if clean != text:
             data = clean.encode("utf-8", "surrogateescape")
-            atomic.atomic_write_bytes(path, data, within=self.dir, durable=False)
+            atomic_write_bytes(path, data, within=self.dir, durable=False)
             self._changed = True
         return hashlib.sha256(data).hexdigest(), clean
 
@@ -286,7 +285,7 @@ class TicketStore:
         self._write_view(name, text)
 
     def _write_view(self, name: str, text: str) -> None:
-        atomic.atomic_write_text(self.dir / name, text, within=self.within, durable=False)
+        atomic_write_text(self.dir / name, text, within=self.within, durable=False)
         self._changed = True
 
     def repair_views(self, events: list[Event]) -> list[str]:
