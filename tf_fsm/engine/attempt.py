@@ -139,7 +139,7 @@ def _finish(
         # power cut: they are made durable before the journal says it closed. (A blocked
         # attempt's reports matter only for the next attempt's prior-failure summary, which
         # TicketBlocked carries.)
-        run.store.durable_point(run.ticket.path.parent)
+        run.store.durable_point()
         _journal_once(run, attempt, ev.TicketClosed, retryCountBefore=before)
     else:
         auto = (

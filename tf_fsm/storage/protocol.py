@@ -84,13 +84,13 @@ class Store(Protocol):
         fsynced; when the block ends, however it ends, everything written is durable (the file
         systems of `dir` and of each of `more`), and the journal ends with ViewsSynced."""
 
-    def sync(self, *more: Path) -> None:
+    def sync(self) -> None:
         """The end of a run (`batch()` calls it): `durable_point`, then ViewsSynced, when
         anything was written; else only the journal's pending fsync."""
 
-    def durable_point(self, *more: Path) -> None:
+    def durable_point(self) -> None:
         """Make every write so far durable, the views too (the file systems of `dir` and of
-        each of `more`): where a ticket closes, and at the end of a run."""
+        the directories the batch was given): where a ticket closes, and at a run's end."""
 
     def sync_journal(self) -> None:
         """fsync the journal now if an append waits for it (before a write elsewhere that must

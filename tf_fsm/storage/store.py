@@ -103,6 +103,7 @@ class TicketStore:
         self._written: dict[str, str] = {}  # name -> sha256 since the last take_written
         self._imaged: set[str] = set()  # views whose after-image this store made durable
         self._changed = False  # this batch wrote something: its end is a durable point
+        self._also: tuple[Path, ...] = ()  # the batch's other directories a durable point syncs
 
     def check_paths(self) -> None:
         """Before a run writes anything: UnsafePathError if the ticket directory, or a symlink
@@ -130,33 +131,34 @@ class TicketStore:
         fsynced one, and when the block ends everything written is made durable (the file
         systems of the ticket directory and of `more`, e.g. the tk ticket's directory) and
         ViewsSynced is appended."""
-        self._batching, self._changed = True, False
+        self._batching, self._changed, self._also = True, False, more
         self._journal.hold()
         try:
             yield
         finally:
             self._batching = False
             try:
-                self.sync(*more)
+                self.sync()
             finally:
                 self._journal.release()
+                self._also = ()
 
-    def sync(self, *more: Path) -> None:
+    def sync(self) -> None:
         """The end of a run: `durable_point`, then ViewsSynced marks the clean end. The mark is
         not fsynced itself: should a crash take it, the next run only checks the views again."""
         if not self._changed:
             self.sync_journal()
             return
-        self.durable_point(*more)
+        self.durable_point()
         synced = ViewsSynced(ts=_now(), ticket=self.ticket_id)
         self._journal.append(redacted_line(synced, self.redactor), durable=False)
         self._journal.unsynced = False
 
-    def durable_point(self, *more: Path) -> None:
+    def durable_point(self) -> None:
         """Make every write so far durable: one syncfs per file system (the ticket
-        directory's and those of `more`), which covers the journal too."""
+        directory's and those the batch was given), which covers the journal too."""
         self._sync_dirs()
-        sync_filesystems([self.dir, *more])
+        sync_filesystems([self.dir, *self._also])
         self._journal.unsynced = self._changed = False
 
     def sync_journal(self) -> None:
