@@ -88,6 +88,8 @@ def prepared(
         prompt_file=seen(prompt_file),
         chain_context=seen(store.chain_context_path),
         log_file=store.dir / f"logs/attempt-{n}/{label}.log",
+        live_log=store.dir / f"logs/attempt-{n}/{label}.live.log",
+        live_log_within=store.dir,
         timeout=run.settings.settings.executor.timeoutSeconds,
         cwd=run.tree.path,
     )

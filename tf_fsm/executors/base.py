@@ -31,6 +31,12 @@ class Invocation:
     timeout: float | None = None
     #: where the agent runs: the ticket's worktree, or (None) the project root
     cwd: Path | None = None
+    #: where an executor that runs a process shows its output while it runs (redacted, removed
+    #: at the end: tf_fsm.executors.live_log); None: nowhere. Others ignore it.
+    live_log: Path | None = None
+    #: what no write of `live_log` may be led out of by a symlink (the ticket's directory, as
+    #: for its other logs); None: `root`
+    live_log_within: Path | None = None
 
     @property
     def workdir(self) -> Path:

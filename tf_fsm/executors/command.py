@@ -13,10 +13,12 @@ import os
 import shlex
 import shutil
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from tf_fsm.executors.base import ExecutorError, Invocation, InvocationResult
 from tf_fsm.executors.failures import TIMEOUT, classify
+from tf_fsm.executors.live_log import LiveLog
 from tf_fsm.executors.presets import Preset
 from tf_fsm.executors.usage import AgentReport
 from tf_fsm.process.door import run_process, tail
@@ -85,25 +87,37 @@ class CommandExecutor:
         extra = [arg.format(**values) for arg in self.extra_args]
         return self.preset.argv(invocation.model, invocation.thinking, self.program, extra)
 
+    def _live_log(self, invocation: Invocation) -> AbstractContextManager[LiveLog | None]:
+        """The agent's output on disk while it runs, if the invocation names a file for it."""
+        if invocation.live_log is None:
+            return nullcontext()
+        within = invocation.live_log_within or invocation.root
+        return LiveLog(invocation.live_log, within=within, redact=self.redactor)
+
     def invoke(self, invocation: Invocation) -> InvocationResult:
         argv, unmapped = self.command_line(invocation)
         if os.sep in argv[0] and not Path(argv[0]).is_absolute():
             # a program named relative to the project root, wherever the agent runs
             argv = [str(self.root / argv[0]), *argv[1:]]
-        result = run_process(
-            argv,
-            cwd=invocation.workdir,
-            env={**self.environ, **invocation.environment()},
-            stdin=invocation.prompt,
-            timeout=invocation.timeout,
-        )
+        with self._live_log(invocation) as live:
+            result = run_process(
+                argv,
+                cwd=invocation.workdir,
+                env={**self.environ, **invocation.environment()},
+                stdin=invocation.prompt,
+                timeout=invocation.timeout,
+                on_output=live.write if live is not None else None,
+            )
+        stopped = live.stopped if live is not None else None
         log = (
             f"$ {shlex.join(argv)}\n"
             # what doctor reports, said where the run's evidence is: the CLI's default applied
             + "".join(f"# not mapped (tf-fsm doctor): {problem}\n" for problem in unmapped)
             + f"# exit code: {result.exit_code}  duration: {result.duration:.2f}s"
             f"{'  TIMED OUT' if result.timed_out else ''}\n"
-            f"## stdout\n{result.stdout}\n## stderr\n{result.stderr}\n"
+            # the live view failed, not the agent: said, not raised
+            + (f"# live log stopped: {stopped}\n" if stopped is not None else "")
+            + f"## stdout\n{result.stdout}\n## stderr\n{result.stderr}\n"
         )
         report = self.preset.parse(result.stdout) if self.preset else AgentReport()
         verdict = classify(timed_out=result.timed_out, exit_code=result.exit_code, report=report)

@@ -26,7 +26,7 @@ from pathlib import Path
 from tf_fsm.process.output import (
     TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN,  # re-exported for callers
 )
-from tf_fsm.process.output import Capture
+from tf_fsm.process.output import Capture, OnOutput
 from tf_fsm.process.output import tail as tail
 from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark
 
@@ -288,10 +288,15 @@ def run_process(
     stdin: str | None = None,
     timeout: float | None = None,
     keep: int | None = None,
+    on_output: OnOutput | None = None,
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout.
     With `keep`, only the first and last `keep` bytes of each stream are kept (cut at line
     ends where possible), and a note where the middle was says how many bytes were dropped.
+    `on_output` gets every chunk read from stdout or stderr as it arrives, with the name of
+    its stream, both streams in the order they were read (a live view of the output; what is
+    captured is the same). It must not raise: an exception from it ends the child as Ctrl-C
+    would.
 
     Whatever the child leaves behind when it ends (a `sleep 300 &`, a dev server) is ended
     with it: its process group at once, and processes that left the group (tf_fsm.process.strays)
@@ -310,7 +315,7 @@ def run_process(
         preexec_fn=preexec,
     )
     data = stdin.encode() if stdin is not None else b""
-    out, err = Capture(keep), Capture(keep)
+    out, err = Capture(keep, "stdout", on_output), Capture(keep, "stderr", on_output)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
     deadline = None if timeout is None else started + timeout
     timed_out = False

@@ -10,19 +10,27 @@ from collections.abc import Callable
 TAIL_REDACT_MARGIN = 8192
 _LINE_SLACK = 64 * 1024  # how far back a kept head or tail looks for a line end to cut at
 
+#: told each chunk a child prints as it is read: (the bytes, "stdout" or "stderr")
+OnOutput = Callable[[bytes, str], None]
+
 
 class Capture:
     """One output stream as it is read: all of it, or with `keep`, only its first and last
-    `keep` bytes (memory stays bounded however much the process prints)."""
+    `keep` bytes (memory stays bounded however much the process prints). Each chunk is also
+    handed to `on_output` as it arrives, with the stream's name, before any of it is dropped."""
 
-    def __init__(self, keep: int | None) -> None:
+    def __init__(self, keep: int | None, name: str = "", on_output: OnOutput | None = None) -> None:
         self.keep = keep
+        self.name = name
+        self.on_output = on_output
         self.head = bytearray()
         self.tail: deque[bytes] = deque()
         self.tail_size = 0
         self.total = 0
 
     def add(self, data: bytes) -> None:
+        if self.on_output is not None:
+            self.on_output(data, self.name)
         self.total += len(data)
         if self.keep is None:
             self.head += data
