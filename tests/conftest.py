@@ -4,7 +4,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,3 +110,24 @@ def run_with_terminal_stderr(
     reader.join(timeout=5)
     os.close(master)
     return done, seen.decode("utf-8", "replace")
+
+
+@contextmanager
+def lock_held_elsewhere(project: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding pt-1's lock, as a run of it would."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time; from pathlib import Path\n"
+         "from tf_fsm.storage.store import TicketStore\n"
+         "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
+         "    print('READY', flush=True); time.sleep(30)"],
+        cwd=project, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import run_cli
+from tests.conftest import lock_held_elsewhere, run_cli
 from tf_fsm.engine.prompts import (
     FENCE,
     PRIOR_FENCED_CAP,
@@ -313,22 +313,10 @@ def test_plan_writes_nothing_takes_no_lock_and_explains(project: Path) -> None:
     setup(project, [NEVER])
     assert run_cli("run", "pt-1", "--once").returncode == 3
     ticket_dir = project / ".tf/knowledge/tickets/pt-1"
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path\n"
-         "from tf_fsm.storage.store import TicketStore\n"
-         "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
-         "    print('READY', flush=True); time.sleep(30)"],
-        cwd=project, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+    with lock_held_elsewhere(project):
         before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
         result = run_cli("run", "pt-1", "--plan", "--json")
         text = run_cli("run", "pt-1", "--dry-run")
-    finally:
-        holder.kill()
-        holder.wait()
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert (data["action"], data["attempt"], data["trigger"], data["tier"]) == (

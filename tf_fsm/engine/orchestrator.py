@@ -39,6 +39,7 @@ from tf_fsm.engine.attempt import run_attempt
 from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
+from tf_fsm.engine.reset import rebuilt, repair_and_reset
 from tf_fsm.engine.ticket_file import close_ticket
 from tf_fsm.engine.tree import SharedTree
 from tf_fsm.engine.worktree import open_tree
@@ -129,19 +130,13 @@ class TicketRun:
                 self.observer.note(self.ticket_id, left)
 
     def _locked_run(self) -> Outcome:
-        # The whole journal is read before anything else: a line that cannot be trusted stops
-        # the run here, not after an attempt's agents have been paid for.
-        events = self.store.read_events().events
-        # A run cut short (a crash, a power cut) may have left views that are not what the
-        # journal committed: they are rebuilt from it before anything reads them.
-        if repaired := self.store.repair_views(events):
-            self.observer.note(self.ticket_id, f"rebuilt from the journal: {', '.join(repaired)}")
-        events = self.store.read_events().events
-        if self.options.retry_reset:
-            backup = self.store.reset_retry_state(self.now())
-            if backup is not None:
-                self.observer.note(self.ticket_id, f"retry state moved aside to {backup.name}")
-                events = self.store.read_events().events  # with the reset it journaled
+        # The views a crash left rebuilt, then --retry-reset: as `tf-fsm reset` does them.
+        reset_at = self.now() if self.options.retry_reset else None
+        done, events = repair_and_reset(self.store, reset_at)
+        if done.repaired:
+            self.observer.note(self.ticket_id, rebuilt(done))
+        if done.backup is not None:
+            self.observer.note(self.ticket_id, f"retry state moved aside to {done.backup.name}")
         # Read again under the lock: another runner may have closed it meanwhile.
         self.ticket = tickets.read(self.root, self.ticket_id)
         return self._drive(self.store.load_retry_state(), events)
