@@ -18,6 +18,7 @@ SUITE = [
     "bench_parallel.py",
     "bench_workspace.py",
     "bench_convergence.py",
+    "bench_ui.py",
 ]
 
 

@@ -1,6 +1,7 @@
 """`tf-fsm`: parse the command line, run the command, exit with its code. The parser is in
-tf_fsm.cli.parser, the commands in tf_fsm.cli.run (init, run, resume), tf_fsm.cli.query
-(settings, status, gate, tickets, prompts) and tf_fsm.cli.tools; errors become exit codes in
+tf_fsm.cli.parser, the commands in tf_fsm.cli.run (init, run, resume), tf_fsm.cli.reset
+(reset), tf_fsm.cli.query (settings, status, gate, tickets, prompts), tf_fsm.cli.ui (ui) and
+tf_fsm.cli.tools; errors become exit codes in
 tf_fsm.cli.exits only. Heavy modules are imported inside the command functions so
 `tf-fsm --help` stays fast.
 """

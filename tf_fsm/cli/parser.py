@@ -1,6 +1,6 @@
 """The `tf-fsm` argument parser: every command, option and help text, and the exit codes
 each command documents. Built when `main` runs; the commands live in tf_fsm.cli.run (set-up and
-runs), tf_fsm.cli.query (read-only queries) and tf_fsm.cli.tools."""
+runs), tf_fsm.cli.reset, tf_fsm.cli.query (read-only queries) and tf_fsm.cli.tools."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from tf_fsm import __version__
 from tf_fsm.cli.common import add_global_arguments, add_worktree_argument
 from tf_fsm.cli.exits import epilog
 from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
+from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
 from tf_fsm.cli.tools import (
     _positive,
@@ -22,6 +23,7 @@ from tf_fsm.cli.tools import (
     cmd_simulate,
     cmd_watch,
 )
+from tf_fsm.cli.ui import add_ui_arguments, cmd_ui
 from tf_fsm.cli.workspaces import add_workspaces_parser
 
 EPILOG = epilog()
@@ -139,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
         final_review_loop=False,
         ralph=None,
     )
+
+    p = add("reset", "reset a ticket's retries without running it: the next run is attempt 1")
+    add_reset_parser(p)
 
     p = add("prompts", "list the prompt templates each phase uses, or render one")
     p.add_argument("action", choices=["list", "show"])
@@ -323,4 +328,18 @@ exit codes:
     p.add_argument("--dir", default="diagrams", help="lifecycle output dir (default: diagrams)")
     p.add_argument("--check", action="store_true", help="fail if the committed files are stale")
     p.set_defaults(func=cmd_diagram)
+
+    p = add("ui", "a live web board of the backlog and each ticket's path (docs/ui.md)")
+    p.epilog = """\
+serves the board until Ctrl-C or SIGTERM; prints its URL first (with --port 0, the port it
+picked). Off loopback (--host other than 127.0.0.1, ::1 or localhost) every request needs the
+token in that URL.
+
+exit codes:
+  0   stopped by Ctrl-C or SIGTERM
+  2   bad input: usage, a port out of range, an address that cannot be bound or is taken,
+      missing project, settings file
+"""
+    add_ui_arguments(p)
+    p.set_defaults(func=cmd_ui)
     return parser

@@ -208,3 +208,16 @@ def mark_alive(mark: str) -> bool:
     """Whether the process a `process_mark` names is still running."""
     pid, _, ticks = mark.partition(".")
     return pid.isdigit() and ticks.isdigit() and start_ticks(int(pid)) == int(ticks)
+
+
+def signal_child_groups(sig: int) -> int:
+    """Send `sig` to the process group of each child of this process (each child tf_fsm starts
+    leads a session of its own, so a Ctrl-C at the terminal never reaches it); how many.
+    For a command that leaves with children still running (`watch`, `ui`). Linux only."""
+    sent = 0
+    for stat in _PROC.glob("[0-9]*/stat"):
+        with suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                os.killpg(int(stat.parent.name), sig)
+                sent += 1
+    return sent

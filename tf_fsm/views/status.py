@@ -93,13 +93,16 @@ def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def ticket_status(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
+def ticket_status(
+    root: Path, settings: LoadedSettings, ticket_id: str, store: TicketStore | None = None
+) -> dict[str, Any]:
+    """`store`: the ticket's store if the caller has it open (its journal is read once)."""
     from tf_fsm.core.escalation import retries_left
     from tf_fsm.core.resume import live_phase
     from tf_fsm.storage.store import open_store
     from tf_fsm.views.workspace_status import workspace_of
 
-    store = open_store(root, settings, ticket_id)
+    store = store or open_store(root, settings, ticket_id)
     state = store.load_retry_state()
     cur = state.current if state else None
     escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []

@@ -13,40 +13,29 @@ worker of one ticket, and what it waits for, are in `tf_fsm.watch.ticket`.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
-import warnings
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from watchdog import events as wd
-from watchdog.observers import Observer
-
 from tf_fsm.core import journal as ev
 from tf_fsm.errors import TfFsmError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import make_dirs
-from tf_fsm.process.strays import end_orphans
+from tf_fsm.process.strays import end_orphans, signal_child_groups
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.storage.store import TICKET_ID_RE, ticket_stores, validate_ticket_id
 from tf_fsm.tk import tickets
+from tf_fsm.views.file_events import observe
 from tf_fsm.views.status import tracked_tickets
 from tf_fsm.views.terminal import terminal_safe
 from tf_fsm.watch.ticket import STATE_FILES, Awaiting, WatchedTicket, awaiting, own_file
 
 __all__ = ["Awaiting", "Watch", "awaiting", "own_file"]
-
-#: Changes only: opened and read-only events would make watch react to its own reads.
-_EVENT_KINDS: list[type[wd.FileSystemEvent]] = [
-    wd.FileCreatedEvent, wd.FileModifiedEvent, wd.FileMovedEvent, wd.FileDeletedEvent,
-    wd.FileClosedEvent, wd.FileAttribEvent,  # `touch resume` on an existing file: attrib only
-]  # fmt: skip
-
 
 class Watch:
     """Watch tickets until `--once` finds nothing left to wait for, or Ctrl-C / SIGTERM."""
@@ -122,14 +111,8 @@ class Watch:
         for ticket_id in self.named or tracked_tickets(self.root, self.settings):
             self._add(ticket_id, () if self.named else ("waiting", "error", "interrupted"))
         make_dirs(self.tickets_dir, within=self.tickets_dir.parent)
-        # watchdog's recursive inotify warns when `mkdir -p` (prompts/attempt-1) races its own
-        # walk of the new directory; the watch it re-adds is the same one.
-        warnings.filterwarnings("ignore", "Callback with id .* already exists", RuntimeWarning)
-        self.observer = Observer()  # inotify on Linux
-        self.observer.schedule(
-            _Handler(self), str(self.tickets_dir), recursive=True, event_filter=_EVENT_KINDS
-        )
-        self.observer.start()  # before the workers' first scan, so no file falls in between
+        # started before the workers' first scan, so no file falls in between
+        self.observer = observe([self.tickets_dir], self.on_path, self._observer_error)
         with self.lock:
             for ticket in self.tickets.values():
                 ticket.thread.start()
@@ -137,6 +120,9 @@ class Watch:
         where = f"{self.tickets_dir} (stable {self.stable:g}s)"
         self.log(None, "watching", f"watching {len(self.tickets)} ticket(s) in {where}{listed}")
         self.state_changed()
+
+    def _observer_error(self, problem: str) -> None:
+        self.log(None, "internal", f"watch: {problem}")
 
     def on_path(self, path: Path) -> None:
         """Observer thread: route a file event to its ticket. With no ids given, a ticket that
@@ -181,7 +167,7 @@ class Watch:
         try:
             self._shutdown()
         except KeyboardInterrupt:
-            _kill_agents()
+            signal_child_groups(signal.SIGKILL)  # their agents lead sessions of their own
             self.log(None, "left", "interrupted again: agents stopped, tickets left resumable")
         finally:
             if main:
@@ -227,28 +213,5 @@ class Watch:
         return 0
 
 
-class _Handler(wd.FileSystemEventHandler):
-    def __init__(self, watch: Watch) -> None:
-        self.watch = watch
-
-    def on_any_event(self, event: wd.FileSystemEvent) -> None:
-        for raw in (event.src_path, getattr(event, "dest_path", "")):
-            if raw and not event.is_directory:
-                try:
-                    self.watch.on_path(Path(os.fsdecode(raw)))
-                except Exception as exc:  # the observer thread must survive anything
-                    self.watch.log(None, "internal", f"watch: {type(exc).__name__}: {exc}")
-
-
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _kill_agents() -> None:
-    """Leaving with runs in flight: their agents lead sessions of their own (Ctrl-C never
-    reaches them) and only the agent itself dies with watch, so end each child's group here,
-    as `tf-fsm run` does on Ctrl-C. Linux only; elsewhere they run to their timeout."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                os.killpg(int(stat.parent.name), signal.SIGKILL)

@@ -1,0 +1,1 @@
+"""`tf-fsm ui`: the live web board of the backlog (docs/ui.md)."""

@@ -1,0 +1,73 @@
+"""What the board may do with `--allow-actions`: resume a ticket in error, reset a ticket's
+retries. Each is the CLI itself (`tf-fsm resume <id>`, `tf-fsm reset <id>`) started as a child
+process through the one process door: the same code paths, the same ticket lock (a ticket a
+loop is running is refused with exit 75), and the same exit codes, which the board reports.
+A child dies with the server (the door's parent-death signal); stopping the server first
+interrupts them (SIGTERM: an interrupted run stays resumable)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tf_fsm.process.door import run_process
+from tf_fsm.process.strays import signal_child_groups
+
+#: action name -> the CLI command it runs
+ACTIONS: dict[str, str] = {"resume": "resume", "reset": "reset"}
+#: how long a stopping server waits for interrupted actions to finish their clean-up
+STOP_SECONDS = 10.0
+#: how much of a command's output the board shows
+OUTPUT_CHARS = 2000
+
+
+class Actions:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.running: dict[str, threading.Thread] = {}
+        self._lock = threading.Lock()
+
+    def start(self, ticket: str, action: str, done: Callable[[str, dict[str, Any]], None]) -> bool:
+        """Start `action` on `ticket` in the background; False when one runs for it already."""
+        argv = [sys.executable, "-m", "tf_fsm", "--root", str(self.root), ACTIONS[action], ticket]
+        with self._lock:
+            if ticket in self.running:
+                return False
+            thread = threading.Thread(
+                target=self._run, args=(ticket, action, argv, done), daemon=True,
+                name=f"tf-fsm ui {action} {ticket}",
+            )  # fmt: skip
+            self.running[ticket] = thread
+        thread.start()
+        return True
+
+    def _run(
+        self, ticket: str, action: str, argv: list[str], done: Callable[[str, dict[str, Any]], None]
+    ) -> None:
+        try:
+            result = run_process(argv, cwd=self.root)
+            output = (result.stdout + result.stderr).strip()[-OUTPUT_CHARS:]
+            report = {"ticket": ticket, "action": action, "exitCode": result.exit_code,
+                      "output": output}  # fmt: skip
+        except Exception as exc:  # the board says what went wrong rather than nothing
+            report = {"ticket": ticket, "action": action, "exitCode": None, "output": str(exc)}
+        finally:
+            with self._lock:
+                self.running.pop(ticket, None)
+        done(ticket, report)
+
+    def stop(self) -> None:
+        """Interrupt running actions and wait for them (then they are killed)."""
+        with self._lock:
+            threads = list(self.running.values())
+        if not threads:
+            return
+        signal_child_groups(signal.SIGTERM)
+        for thread in threads:
+            thread.join(STOP_SECONDS / len(threads))
+        if any(t.is_alive() for t in threads):
+            signal_child_groups(signal.SIGKILL)
