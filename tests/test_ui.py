@@ -159,6 +159,26 @@ def test_reset_action_runs_the_cli_and_reports_its_exit_code(project: Path) -> N
     assert '"RetryStateReset"' in journal
 
 
+def test_a_corrupt_state_file_is_a_card_in_error_and_the_board_goes_on(project: Path) -> None:
+    root = demo_project(project / "p")
+    retry = root / ".tf/knowledge/tickets/demo-1/retry-state.json"
+    with ui_server(root) as server, httpx.stream(
+        "GET", server.base + "/events", timeout=20
+    ) as events:
+        lines = events.iter_lines()
+        assert next(lines).startswith("retry:")
+        retry.write_text("{not json", encoding="utf-8")
+        broken = _next_event(lines, "cards")
+        (root / ".tickets/new-1.md").write_text(tk_ticket("new-1"), "utf-8")
+        later = _next_event(lines, "cards")
+        board = httpx.get(server.base + "/").text
+    (card,) = broken["cards"]
+    assert card["id"] == "demo-1" and card["column"] == "error"
+    assert "unreadable state" in card["html"] and "retry-state.json" in card["html"]
+    assert [c["id"] for c in later["cards"]] == ["new-1"]
+    assert 'id="card-demo-1"' in board.split('id="col-error"')[1].split("</section>")[0]
+
+
 def test_a_bad_port_is_bad_input(demo: Path) -> None:
     from tests.conftest import run_cli
 

@@ -86,6 +86,32 @@ def test_a_run_beside_the_board_moves_its_card_without_a_reload(page: Any, proje
         assert "1/2 closed" in page.inner_text("#totals")
 
 
+def test_a_ticket_that_needs_a_human_raises_a_notification(browser: Any, project: Path) -> None:
+    unfixable = {"findings": [{"id": "f1", "severity": "Major", "text": "still broken",
+                               "reviewer": "reviewer-general", "fixedBy": []}]}  # fmt: skip
+    root = slow_project(project / "p", ("t-1",), seconds=0.1, plan=unfixable, max_retries=1)
+    context = browser.new_context()
+    context.grant_permissions(["notifications"])
+    # the browser's Notification, recorded (headless chromium shows none)
+    context.add_init_script(
+        "window.__shown = []; window.Notification = class { constructor(title, o) {"
+        " window.__shown.push(title + ' | ' + (o && o.body)); } };"
+        " window.Notification.permission = 'granted';"
+    )
+    page = context.new_page()
+    try:
+        with ui_server(root) as server:
+            _live(page, server.base + "/")
+            run = start_run(root, "t-1")
+            assert run.wait(timeout=60) == 4, run.stderr.read() if run.stderr else ""
+            until(page, "document.querySelector('#col-human #card-t-1') !== null")
+            until(page, "window.__shown.length > 0")
+            assert page.evaluate("window.__shown") == ["tf-fsm: t-1 needs a human | Ticket t-1"]
+            assert "retries exhausted" in page.inner_text("#card-t-1")
+    finally:
+        context.close()
+
+
 def test_the_ticket_page_shows_the_path_the_artifacts_and_a_live_log(
     page: Any, project: Path
 ) -> None:

@@ -82,20 +82,28 @@ def demo_project(where: Path) -> Path:
     return where
 
 
-def slow_project(root: Path, tickets: tuple[str, ...], seconds: float = 0.6) -> Path:
-    """A project whose tickets run the fake agent, each invocation taking `seconds`, with
-    research and the second-opinion reviewers off so a run is a few seconds."""
+def slow_project(
+    root: Path,
+    tickets: tuple[str, ...],
+    seconds: float = 0.6,
+    plan: dict[str, object] | None = None,
+    max_retries: int = 3,
+) -> Path:
+    """A project whose tickets run the fake agent, each invocation taking `seconds` (and
+    following `plan` besides), with research off so a run is a few seconds."""
     (root / ".tf" / "config").mkdir(parents=True, exist_ok=True)
-    plan = root / "agent-plan.json"
     phases = ("implement", "review", "fix", "verify", "close")
     pauses = [{"phase": phase, "seconds": seconds} for phase in phases]
-    plan.write_text(json.dumps({"pause": pauses}), encoding="utf-8")
+    plan_file = root / "agent-plan.json"
+    plan_file.write_text(json.dumps({"pause": pauses, **(plan or {})}), encoding="utf-8")
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     settings = {
-        "workflow": {"enableResearcher": False},
+        "workflow": {"enableResearcher": False, "escalation": {"maxRetries": max_retries}},
         "executor": {
             "kind": "command",
-            "command": ["/bin/sh", "-c", f"FAKE_AGENT_PLAN={shlex.quote(str(plan))} exec {agent}"],
+            "command": [
+                "/bin/sh", "-c", f"FAKE_AGENT_PLAN={shlex.quote(str(plan_file))} exec {agent}",
+            ],
         },
     }
     (root / ".tf/config/settings.json").write_text(json.dumps(settings), encoding="utf-8")

@@ -78,7 +78,8 @@ class BoardApp:
         return self.env.get_template("board.html").render(
             columns=columns, cap=COLUMN_CAP, totals=snap.totals, tags=snap.tags,
             assignees=snap.assignees, tag=tag or "", assignee=assignee or "",
-            problems=snap.problems, root=self.options.root,
+            problems=snap.problems + (self.hub.problems[-5:] if self.hub else []),
+            root=self.options.root,
         )  # fmt: skip
 
     async def board_page(self, request: Request) -> Response:

@@ -59,12 +59,19 @@ class Card:
 
 
 def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFacts:
-    """The ticket's state facts (read-only)."""
+    """The ticket's state facts (read-only). State tf_fsm refuses to read (a corrupt
+    `retry-state.json`, a symlink out of the project) is a card in error that says why, as
+    `tf-fsm status` lists it, not a board that stops."""
+    from tf_fsm.errors import TfFsmError
     from tf_fsm.storage.store import open_store
     from tf_fsm.views.status import readable_journal, ticket_status
 
     store = open_store(root, settings, ticket_id)
-    row = ticket_status(root, settings, ticket_id, store)
+    try:
+        row = ticket_status(root, settings, ticket_id, store)
+    except TfFsmError as exc:
+        row = {"state": "corrupt", "status": "corrupt", "error": str(exc)}
+        return StateFacts(row, False, (), (), None, (), ())
     events = readable_journal(store)  # the store's journal cache: not decoded again
     current: list[ev.Event] = []
     for event in events:
@@ -89,9 +96,11 @@ def place(
 ) -> tuple[str, str]:
     """(column, note) of a ticket. `ready`: tk ready would list it; `held`: a run holds its
     lock now."""
+    row = facts.row if facts else None
+    if row is not None and row.get("error"):  # said even when tk has it closed
+        return "error", f"unreadable state: {row['error']}"
     if record is not None and record.status == "closed":
         return "closed", "closed in tk"
-    row = facts.row if facts else None
     if row is None or row.get("status") is None or row["state"] == CLOSED:
         if record is None:
             return ("closed", "no ticket file") if row else ("waiting", "no ticket file")

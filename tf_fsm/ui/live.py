@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ class Hub:
         self.loop.call_soon_threadsafe(self._wake.set)
 
     def on_error(self, problem: str) -> None:
+        """What the observer thread or a refresh raised: said on stderr and listed on the
+        board (its last few)."""
+        print(f"tf-fsm ui: live updates: {problem}", file=sys.stderr, flush=True)
         self.problems.append(problem)
 
     # -- the event loop --------------------------------------------------------------------------
@@ -96,7 +100,10 @@ class Hub:
             self._wake.clear()
             with self._lock:
                 changes, self._changes = self._changes, _Changes()
-            await self.publish(changes)
+            try:
+                await self.publish(changes)
+            except Exception as exc:  # the live updates must outlive one bad refresh
+                self.on_error(f"{type(exc).__name__}: {exc}")
 
     async def publish(self, changes: _Changes) -> None:
         board = self.board
