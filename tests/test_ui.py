@@ -179,6 +179,21 @@ def test_a_corrupt_state_file_is_a_card_in_error_and_the_board_goes_on(project: 
     assert 'id="card-demo-1"' in board.split('id="col-error"')[1].split("</section>")[0]
 
 
+def test_open_hands_the_url_to_the_browser(
+    demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n', encoding="utf-8")
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER", f"{browser} %s")  # what Python's webbrowser starts
+    with ui_server(demo, "--open") as server:
+        deadline = time.monotonic() + 10
+        while not opened.is_file() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert opened.read_text(encoding="utf-8").strip() == server.url
+
+
 def test_a_bad_port_is_bad_input(demo: Path) -> None:
     from tests.conftest import run_cli
 
