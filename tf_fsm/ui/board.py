@@ -15,9 +15,9 @@ from pathlib import Path
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.lock import lock_holder
 from tf_fsm.tk.backlog import ScanCache, TkRecord, scan, tickets_dir
-from tf_fsm.tk.selection import Line, ready, tk_sort
+from tf_fsm.tk.selection import ready
 from tf_fsm.ui.cards import COLUMNS, Card, StateFacts, make_card, read_state
-from tf_fsm.views.status import tracked_tickets
+from tf_fsm.views.status import in_tk_order, tracked_tickets
 
 #: the files whose change means a ticket's card may change (the lock's note: a run started)
 STATE_FILES = ("retry-state.json", "events.jsonl", ".lock.owner")
@@ -103,8 +103,7 @@ class Board:
         """Scan everything again (tk files through the scan cache); the ids whose card changed."""
         with self._lock:
             backlog = scan(self.tickets_dir, self.scan_cache)
-            lines = tk_sort([Line(r, (r.priority, r.id)) for r in backlog.records.values()])
-            self._records = {line.record.id: line.record for line in lines}
+            self._records = {r.id: r for r in in_tk_order(backlog.records.values())}
             self._ready = {line.record.id for line in ready(backlog)}
             self._tracked = set(tracked_tickets(self.root, self.settings))
             ids = list(self._records)

@@ -23,16 +23,9 @@ def svg(history: History) -> bytes:
     return fallback_svg(history)
 
 
-def _states() -> list[str]:
-    return [
-        fsm.INITIAL, *(fsm.phase_state(p) for p in fsm.PHASES), fsm.MERGING,
-        fsm.BLOCKED, fsm.ERROR, fsm.CLOSED,
-    ]  # fmt: skip
-
-
 def fallback_svg(history: History) -> bytes:
     """The plain drawing (no Graphviz): boxes in lifecycle order, taken edges as arcs."""
-    states = _states()
+    states = fsm.STATES  # the machine's own list, in lifecycle order
     top = {state: 40 + i * (_H + _GAP) for i, state in enumerate(states)}
     height = 40 + len(states) * (_H + _GAP)
     parts = [

@@ -207,7 +207,7 @@ def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
         "id": ticket_id,
         "title": title,
         "body": to_html(body[:ARTIFACT_BYTES], store.redactor),
-        "row": ticket_status(root, settings, ticket_id),
+        "row": ticket_status(root, settings, ticket_id, store),
         "timeline": timeline(events),
         "gates": gate_feedback(events),
         "verdict": gate_report(root, settings, ticket_id) if events else None,

@@ -13,7 +13,7 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 # redaction regex) and the detection regexes cost more start-up than the whole command may
 # take (benchmarks/bench_startup.py).
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
 
     from tf_fsm.core.journal import Event
     from tf_fsm.core.next_step import TkFile
@@ -53,12 +53,17 @@ def whole_backlog(root: Path, settings: LoadedSettings) -> tuple[list[TkRecord |
     ticket file, by id; and what the scan found wrong (a file without an `id:` line, an id in
     two files)."""
     from tf_fsm.tk.backlog import scan, tickets_dir
-    from tf_fsm.tk.selection import Line, tk_sort
 
     backlog = scan(tickets_dir(root))
-    lines = tk_sort([Line(rec, (rec.priority, rec.id)) for rec in backlog.records.values()])
     gone = [t for t in tracked_tickets(root, settings) if t not in backlog.records]
-    return [line.record for line in lines] + gone, [str(p) for p in backlog.problems]
+    return [*in_tk_order(backlog.records.values()), *gone], [str(p) for p in backlog.problems]
+
+
+def in_tk_order(records: Iterable[TkRecord]) -> list[TkRecord]:
+    """Tickets in tk's order: priority, then id, each compared as awk compares them."""
+    from tf_fsm.tk.selection import Line, tk_sort
+
+    return [line.record for line in tk_sort([Line(r, (r.priority, r.id)) for r in records])]
 
 
 def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> dict[str, Any]:
