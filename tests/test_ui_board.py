@@ -140,3 +140,18 @@ def test_the_page_shows_the_ticket_s_branch_checkpoints_and_merge(
     assert "branch <code>tf/t-done</code> (base <code>main</code>)" in html
     assert "implement <code>" in html  # the implement phase's checkpoint
     assert f"merged into main as <code>{merged[:10]}</code>" in html
+
+
+def test_a_ticket_waiting_for_a_hand_off_needs_a_human(project: Path) -> None:
+    """The run ends after PhaseWaiting with events of no attempt (ViewSaved, ViewsSynced):
+    the card still reads the current attempt's last step."""
+    (project / ".tf/config/settings.json").write_text('{"executor": {"kind": "handoff"}}')
+    (project / ".tickets").mkdir()
+    (project / ".tickets/t-1.md").write_text(tk_ticket("t-1"), encoding="utf-8")
+    assert run_cli("run", "t-1").returncode == 6
+    journal = (project / ".tf/knowledge/tickets/t-1/events.jsonl").read_text(encoding="utf-8")
+    assert json.loads(journal.splitlines()[-1])["event"] == "ViewsSynced"
+    board = Board(project, load_settings(project))
+    board.rescan()
+    card = board.snapshot.cards["t-1"]
+    assert (card.column, card.note) == ("human", "waiting for a hand-off artifact")

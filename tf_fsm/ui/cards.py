@@ -62,6 +62,7 @@ def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFac
     """The ticket's state facts (read-only). State tf_fsm refuses to read (a corrupt
     `retry-state.json`, a symlink out of the project) is a card in error that says why, as
     `tf-fsm status` lists it, not a board that stops."""
+    from tf_fsm.engine.accounting import attempt_events
     from tf_fsm.errors import TfFsmError
     from tf_fsm.storage.store import open_store
     from tf_fsm.views.status import readable_journal, ticket_status
@@ -73,9 +74,8 @@ def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFac
         row = {"state": "corrupt", "status": "corrupt", "error": str(exc)}
         return StateFacts(row, False, (), (), None, (), ())
     events = readable_journal(store)  # the store's journal cache: not decoded again
-    current: list[ev.Event] = []
-    for event in events:
-        current = [event] if isinstance(event, ev.AttemptStarted) else [*current, event]
+    # the current attempt's own events (a run's ViewSaved/ViewsSynced carry no attempt)
+    current = attempt_events(events, row["attempt"]) if row.get("attempt") else []
     started = next((e for e in current if isinstance(e, ev.AttemptStarted)), None)
     phase = next((e for e in reversed(current) if isinstance(e, ev.PhaseStarted)), None)
     roles = tuple(phase.roles) if phase else ()
