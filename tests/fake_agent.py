@@ -29,7 +29,11 @@ findings, no failures):
 appends one line to `file`, relative to the working directory (the project root, or the
 ticket's worktree), as a real agent's edit of the working tree would: `text`, else the model,
 attempt and whether the prompt carried quality-gate feedback. `mode` "write" replaces the file
-instead (a file several tickets write conflicts line for line). `{ticket}`, `{attempt}`,
+instead (a file several tickets write conflicts line for line), `mode` "delete" removes it.
+In the merge queue's conflict resolution the resolver's phase is `resolve` (an `edits` rule
+there resolves the conflict; without one the markers stay) and its reviewers' phase is
+`resolve-review`, whose findings are the plan's `resolutionFindings` (same shape as
+`findings`; `reviewer` optional). `{ticket}`, `{attempt}`,
 `{phase}` and `{model}` in `file` and `text` are filled in; missing directories are made. The
 agent never runs git: what it edits is committed by tf_fsm's checkpoints alone.
 A `pause` rule makes the invocation slow: it creates `touch` (if given; its text is the
@@ -150,6 +154,9 @@ def edit(rule: dict[str, Any], fields: dict[str, object], default_text: str) -> 
     path = Path(filled(rule["file"], **fields))
     text = filled(rule["text"], **fields) if "text" in rule else default_text
     text += "" if text.endswith("\n") else "\n"
+    if rule.get("mode") == "delete":
+        path.unlink(missing_ok=True)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w" if rule.get("mode") == "write" else "a", encoding="utf-8") as edited:
         edited.write(text)
@@ -376,6 +383,9 @@ def invoke(started: float) -> int:
     garbage = [r for r in plan.get("garbage", []) if matches(r, phase, role, attempt, ticket)]
     if garbage:  # what it writes instead of its artifact (an error message, a cut answer)
         text = garbage[0].get("text", "")
+    elif phase == "resolve-review":  # a review of a merge conflict's resolution
+        mine = [f for f in plan.get("resolutionFindings", []) if f.get("reviewer", role) == role]
+        text = render_review(ticket, mine, secret)
     elif phase in ("review", "verify"):
         with agent_state(artifact_dir) as state:
             cleared = set(state["cleared"])

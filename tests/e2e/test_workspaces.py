@@ -87,7 +87,9 @@ def test_six_independent_untagged_tickets_run_side_by_side_and_merge_once_each(
 def test_two_tickets_on_the_same_lines_one_merges_the_other_waits_for_a_person(
     proj: Project,
 ) -> None:
-    proj.create(["pt-1", "pt-2"], files={"shared.txt": "original\n"})
+    # workspace.conflicts.mode human: no agent resolves it (tests/e2e/test_conflict_resolution.py)
+    human = {"workspace": {"conflicts": {"mode": "human"}}}
+    proj.create(["pt-1", "pt-2"], human, files={"shared.txt": "original\n"})
     initial = git(proj.root, "rev-parse", "main")
     proj.plan(
         edits=[{"phase": "implement", "file": "shared.txt", "text": "{ticket} was here",

@@ -30,6 +30,11 @@ REVIEW_FILES: dict[str, str] = {
     "reviewer-spec-audit": "review-spec.md",
     "reviewer-second-opinion": "review-second.md",
 }
+#: the merge queue's conflict resolution, as its invocations are named: the resolver's phase
+#: and the file it writes, and the phase of the reviewers that review the resolution
+RESOLVE_PHASE = "resolve"
+RESOLUTION_ARTIFACT = "resolution.md"
+RESOLUTION_REVIEW_PHASE = "resolve-review"
 #: what each phase's agents should read
 INPUTS: dict[str, tuple[str, ...]] = {
     "research": (),
@@ -38,6 +43,9 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "fix": ("review.md", "implementation.md"),
     "verify": ("review.md", "fixes.md"),
     "close": ("post-fix-verification.md", "review.md", "fixes.md"),
+    # the merge queue's conflict resolution (not a lifecycle phase: it runs in `merging`)
+    RESOLVE_PHASE: ("implementation.md",),
+    RESOLUTION_REVIEW_PHASE: (RESOLUTION_ARTIFACT,),
 }
 #: the reports tf_fsm writes itself from its agents' files (never an agent's output)
 REPORTS: frozenset[str] = frozenset(
@@ -47,6 +55,7 @@ REPORTS: frozenset[str] = frozenset(
         "post-fix-verification.md",
         "post-fix-verification.json",
         "close-summary.md",
+        "resolution-review.md",
     }
 )
 REVIEW_PHASES = ("review", "verify")
@@ -54,6 +63,10 @@ REVIEW_PHASES = ("review", "verify")
 
 def agent_artifact(phase: str, role: str) -> str:
     """The file one invocation of `role` in `phase` writes."""
+    if phase == RESOLVE_PHASE:
+        return RESOLUTION_ARTIFACT
+    if phase == RESOLUTION_REVIEW_PHASE:
+        return "resolution-" + REVIEW_FILES[role]
     if phase in REVIEW_PHASES:
         return ("post-fix-" if phase == "verify" else "") + REVIEW_FILES[role]
     return SINGLE_ROLE[phase][1]

@@ -124,6 +124,9 @@ def _table() -> tuple[Edge, ...]:
     edges.append(Edge("complete", close, MERGING, (gate_passed, merges)))
     edges.append(Edge("complete", close, BLOCKED, (gate_failed,)))
     edges.append(Edge("merged", MERGING, CLOSED))
+    # a merge conflict no agent could resolve, with workspace.conflicts.mode rerun: the
+    # attempt is blocked and the next one starts again from the base branch's tip
+    edges.append(Edge("rerun", MERGING, BLOCKED))
     edges += [Edge("fail", phase_state(p), ERROR) for p in PHASES]
     edges.append(Edge("fail", MERGING, ERROR))
     edges += [Edge("resume", ERROR, phase_state(p), (resumes_at(p),)) for p in PHASES]

@@ -21,6 +21,9 @@ class WorkspaceReady(Event):
     path: str
     head: str
     notes: list[str] = Field(default_factory=list)
+    #: the base branch's commit the branch was made from, when it was made now: where the
+    #: ticket's own commits begin (the merge queue rebases only those)
+    fork: str | None = None
 
 
 class CheckpointCommitted(Event):
@@ -39,6 +42,9 @@ class WorkSetAside(Event):
     ref: str
     reason: str
     head: str  # where the branch stands afterwards
+    #: set when the branch now starts again from the base branch's tip (a merge conflict with
+    #: workspace.conflicts.mode rerun): that commit, where the ticket's own commits begin
+    fork: str | None = None
 
 
 class MergeStarted(Event):
@@ -81,3 +87,29 @@ class WorkspaceRemoved(Event):
     event: Literal["WorkspaceRemoved"] = "WorkspaceRemoved"
     path: str
     branchDeleted: bool
+
+
+class ResolutionStarted(Event):
+    """The merge queue's rebase conflicted and an agent resolves it in the ticket's worktree
+    (the `number`-th resolution of the ticket since its retries were last reset)."""
+
+    event: Literal["ResolutionStarted"] = "ResolutionStarted"
+    number: int = Field(ge=1)
+    role: str
+    model: str
+    baseSha: str  # the base branch's tip the branch is rebased onto
+    oldTip: str  # the branch's tip before the rebase, where a failed resolution puts it back
+    files: dict[str, str]  # conflicting path -> kind of conflict (content, modify/delete...)
+
+
+class ResolutionFinished(Event):
+    """How a resolution ended: `passed` (its rebase completed with no conflict marker left, the
+    required gates and the review of the resolution passed: the merge follows), else why not,
+    and the ref the agent's work was kept under (the branch is back at its old tip)."""
+
+    event: Literal["ResolutionFinished"] = "ResolutionFinished"
+    number: int = Field(ge=1)
+    passed: bool
+    reason: str
+    ref: str | None = None
+    newTip: str | None = None

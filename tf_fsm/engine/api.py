@@ -62,6 +62,16 @@ class Outcome:
     reason: str
 
 
+@dataclass(frozen=True)
+class MergeRefusal:
+    """Why a passed attempt was not merged. `rerun`: its branch now starts again from the base
+    branch's tip, and the attempt ends blocked so that the next one runs there
+    (workspace.conflicts.mode rerun); else the attempt ends in error for a person."""
+
+    reason: str
+    rerun: bool = False
+
+
 class Observer(Protocol):
     def phase_started(
         self, ticket: str, attempt: int, phase: str, role: str, model: str
@@ -175,6 +185,6 @@ class RunContext(Protocol):
     def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
         """What the next new attempt would run with (read-only)."""
 
-    def merge(self, attempt: AttemptContext, reason: str) -> str | None:
+    def merge(self, attempt: AttemptContext, reason: str) -> MergeRefusal | None:
         """Merge the passed attempt's branch into the base branch (the gate's `reason` goes
         into the tk close it commits); None when merged, else why not."""

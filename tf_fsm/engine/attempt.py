@@ -68,9 +68,14 @@ def run_attempt(
                 return _failed(run, attempt, state, phase, failure), "error", failure
             machine.fire(model, "complete")
         if model.state == MERGING:
-            failure = run.merge(attempt, runner.gate_reason)
-            if failure is not None:
+            refused = run.merge(attempt, runner.gate_reason)
+            if refused is not None and refused.rerun:  # blocked: the next attempt starts over
+                attempt.facts.gate_passed, runner.gate_reason = False, refused.reason
+                machine.fire(model, "rerun")
+                return _finish(run, attempt, state, runner)
+            if refused is not None:
                 machine.fire(model, "fail")
+                failure = refused.reason
                 return _failed(run, attempt, state, MERGE_PHASE, failure), "error", failure
             machine.fire(model, "merged")
         return _finish(run, attempt, state, runner)

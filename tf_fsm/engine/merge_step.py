@@ -12,20 +12,23 @@ merge_conflict); nothing is resolved by taking one side.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import workspace_events as wev
+from tf_fsm.engine import resolution
+from tf_fsm.engine.api import MergeRefusal
 from tf_fsm.engine.attempt_gates import baseline_of, record_gate
 from tf_fsm.engine.gates import GateResult, gate_env, run_gates
 from tf_fsm.engine.ticket_file import closed_text
-from tf_fsm.engine.worktree import TicketWorktree, persons_rebase, recover_merge
+from tf_fsm.engine.worktree import TicketWorktree, fork_point, persons_rebase, recover_merge
 from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.agent_files import drop_copies_held_by
-from tf_fsm.workspace.checkpoint import head
-from tf_fsm.workspace.tk_files import set_aside_tk_changes
+from tf_fsm.workspace.checkpoint import head, reset_to
+from tf_fsm.workspace.tk_files import restore_tk_files, set_aside_tk_changes
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
@@ -36,10 +39,10 @@ if TYPE_CHECKING:
 ClosedText = Callable[[], str]
 
 
-def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> str | None:
-    """None when the ticket's branch is merged (now, or found merged); else the one-line
-    reason it is not, journaled as MergeRefused (the attempt then ends in error at merge).
-    `reason`: the gate's, for the tk close the merge commit holds."""
+def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> MergeRefusal | None:
+    """None when the ticket's branch is merged (now, or found merged); else why it is not,
+    journaled as MergeRefused (the attempt then ends in error at merge, or blocked for a
+    rerun). `reason`: the gate's, for the tk close the merge commit holds."""
     tree = run.tree
     if not isinstance(tree, TicketWorktree):
         raise TypeError("only a ticket in its own worktree merges")
@@ -69,36 +72,109 @@ def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> str |
 
 def _rebase_gate_merge(
     run: RunContext, attempt: AttemptContext, tree: TicketWorktree, closed_text: ClosedText
-) -> str | None:
+) -> MergeRefusal | None:
     ws, n = tree.ws, attempt.number
+    res: resolution.Resolution | None = None
     try:
         base = ws.root_git.rev(f"refs/heads/{ws.base_branch}") or "HEAD"
         for note in drop_copies_held_by(ws.tree, ws.copied, ws.git, base):
             run.observer.note(run.ticket_id, note)
-        rebased = queue.rebase_onto_base(ws)
-        if rebased.conflict:
-            return _refuse(run, n, MERGE_CONFLICT, rebased.conflict, _conflict(ws, rebased))
-        if rebased.moved:
-            run.event(
-                wev.MergeRebased, n, baseSha=rebased.base, oldTip=rebased.old_tip,
-                newTip=rebased.new_tip,
-            )  # fmt: skip
+        upstream = fork_point(run.store.read_events().events)
+        refused = resolution.refusal(run)
+        rebased = queue.rebase_onto_base(ws, upstream, stop=refused is None)
+        if rebased.stopped is not None:
+            fork = upstream or ws.git.out("merge-base", rebased.old_tip, rebased.base)
+            res = resolution.start(run, attempt, rebased, rebased.stopped, fork)
+            done = resolution.resolve(run, attempt, tree, res, rebased.stopped)
+            if isinstance(done, str):
+                return _conflicted(run, attempt, tree, res, rebased, done)
+            rebased = done
+        elif rebased.conflict:
+            why = f"No agent resolves it: {refused}." if refused else None
+            return _unresolved(run, attempt, tree, rebased, why)
+        if rebased.moved and res is None:
+            _rebased(run, n, rebased)
         # Also when the attempt resumes here: a person may have changed the branch since.
         if rebased.moved or attempt.resumed_from is not None:
             failing = _gates_again(run, attempt, tree)
+            if failing and res is not None:
+                failed = f"gate {', '.join(failing)} fails on the resolved tree"
+                return _conflicted(run, attempt, tree, res, rebased, failed)
             if failing:
                 return _refuse(run, n, MERGE_CONFLICT, [], _gates_failed(ws, rebased.base, failing))
+        if res is not None:
+            if (blocked := resolution.review(run, attempt, tree, res)) is not None:
+                return _conflicted(run, attempt, tree, res, rebased, blocked)
+            resolution.passed(run, attempt, res, rebased.new_tip)
+            _rebased(run, n, rebased)
         message = f"Merge {run.ticket_id}: {run.ticket.title}"
         merged = queue.merge(
             ws, strategy=tree.strategy, message=message, tk_file=_tk_file(run),
             tk_text=closed_text(),
         )  # fmt: skip
     except (WorkspaceError, GitError) as exc:
+        if res is not None and not _finished(run, res):
+            resolution.give_up(run, attempt, tree, res, f"git failed: {exc}")
         return _refuse(run, n, MERGE_REFUSED, [], f"merge refused: {exc}")
     run.event(
         wev.MergeCompleted, n, commit=merged.commit, base=ws.base_branch, already=merged.already
     )
     return None
+
+
+def _rebased(run: RunContext, n: int, rebased: queue.Rebased) -> None:
+    run.event(
+        wev.MergeRebased, n, baseSha=rebased.base, oldTip=rebased.old_tip,
+        newTip=rebased.new_tip,
+    )  # fmt: skip
+
+
+def _conflicted(
+    run: RunContext, attempt: AttemptContext, tree: TicketWorktree,
+    res: resolution.Resolution, rebased: queue.Rebased, why: str,
+) -> MergeRefusal:  # fmt: skip
+    """A resolution that failed: given up (its work kept under a ref), then the conflict is
+    left for a person, or the attempt is run again (`_unresolved`)."""
+    failed = resolution.give_up(run, attempt, tree, res, why)
+    conflicted = dataclasses.replace(rebased, conflict=list(res.files))
+    return _unresolved(run, attempt, tree, conflicted, failed)
+
+
+def _unresolved(
+    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, rebased: queue.Rebased,
+    agent: str | None,
+) -> MergeRefusal:  # fmt: skip
+    """A conflict no agent resolved (`agent`: why, a sentence). With workspace.conflicts.mode
+    rerun (and a human mode aside) the ticket's branch starts again from the base's tip, its
+    work kept under `refs/tf/<id>/attempt-<n>`, and the attempt ends blocked; else the
+    ticket waits for a person."""
+    ws, n = tree.ws, attempt.number
+    if run.settings.settings.workspace.conflicts.mode != "rerun":
+        return _refuse(run, n, MERGE_CONFLICT, rebased.conflict, _conflict(ws, rebased, agent))
+    ref = reset_to(ws, rebased.base, keep_as=f"attempt-{n}")
+    restore_tk_files(ws)  # tk's files as the base has them (its edits were kept already)
+    again = (
+        f"merge conflict: rebasing {ws.branch} onto {ws.base_branch} ({rebased.base[:12]}) "
+        f"conflicts in {_shown(rebased.conflict)}. {agent + ' ' if agent else ''}The ticket "
+        f"runs again from {ws.base_branch}'s tip (workspace.conflicts.mode rerun)"
+        + (f"; this attempt's work is kept at {ref}" if ref else "")
+    )
+    if ref is not None:
+        run.event(
+            wev.WorkSetAside, n, ref=ref, head=rebased.base, fork=rebased.base,
+            reason=f"workspace.conflicts.mode rerun: the next attempt starts from "
+            f"{rebased.base[:12]}",
+        )  # fmt: skip
+    refused = _refuse(run, n, MERGE_CONFLICT, rebased.conflict, again)
+    return dataclasses.replace(refused, rerun=True)
+
+
+def _finished(run: RunContext, res: resolution.Resolution) -> bool:
+    """Was the resolution's end journaled already?"""
+    return any(
+        isinstance(e, wev.ResolutionFinished) and e.number == res.number
+        for e in run.store.read_events().events
+    )
 
 
 def _tk_file(run: RunContext) -> str:
@@ -124,19 +200,27 @@ def _gates_again(run: RunContext, attempt: AttemptContext, tree: TicketWorktree)
     return [outcome.blocking.name] if outcome.blocking is not None else []
 
 
-def _refuse(run: RunContext, n: int, failure_class: str, files: list[str], reason: str) -> str:
+def _refuse(
+    run: RunContext, n: int, failure_class: str, files: list[str], reason: str
+) -> MergeRefusal:
     run.event(wev.MergeRefused, n, failureClass=failure_class, files=files, reason=reason)
-    return reason
+    return MergeRefusal(reason)
 
 
-def _conflict(ws: Workspace, rebased: queue.Rebased) -> str:
-    shown = ", ".join(rebased.conflict[:10]) + (" ..." if len(rebased.conflict) > 10 else "")
+def _conflict(ws: Workspace, rebased: queue.Rebased, agent: str | None) -> str:
+    """The reason of a conflict left for a person: what conflicts, why no agent resolved it
+    or how its resolution failed (`agent`, a sentence), and what to do."""
     return (
         f"merge conflict: rebasing {ws.branch} onto {ws.base_branch} ({rebased.base[:12]}) "
-        f"conflicts in {shown}; not merged, not closed. Resolve it in {ws.tree} (`git rebase "
+        f"conflicts in {_shown(rebased.conflict)}; not merged, not closed. "
+        f"{agent + ' ' if agent else ''}Resolve it in {ws.tree} (`git rebase "
         f"{ws.base_branch}`, fix the files, `git rebase --continue`), then `tf-fsm run "
         f"{ws.ticket_id}` merges it (the gate commands run again)"
     )
+
+
+def _shown(paths: list[str]) -> str:
+    return ", ".join(paths[:10]) + (" ..." if len(paths) > 10 else "")
 
 
 def _gates_failed(ws: Workspace, base: str, failing: list[str]) -> str:

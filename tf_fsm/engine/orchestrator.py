@@ -29,12 +29,12 @@ from tf_fsm.core.state import (
 )
 from tf_fsm.engine import context, same_failure
 from tf_fsm.engine.accounting import BudgetProbe, refused_by_budget
+from tf_fsm.engine.api import MergeRefusal, RunTree
 from tf_fsm.engine.api import Observer as Observer
 from tf_fsm.engine.api import Outcome as Outcome
 from tf_fsm.engine.api import OutcomeStatus as OutcomeStatus
 from tf_fsm.engine.api import QuietObserver as QuietObserver
 from tf_fsm.engine.api import RunOptions as RunOptions
-from tf_fsm.engine.api import RunTree
 from tf_fsm.engine.attempt import run_attempt
 from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
 from tf_fsm.engine.phases import PhaseRunner
@@ -305,7 +305,7 @@ class TicketRun:
     def close_tk(self, number: int, started: str, reason: str) -> None:
         close_ticket(self, number, started, reason)
 
-    def merge(self, attempt: AttemptContext, reason: str) -> str | None:
+    def merge(self, attempt: AttemptContext, reason: str) -> MergeRefusal | None:
         from tf_fsm.engine.merge_step import merge_ticket
 
         return merge_ticket(self, attempt, reason)

@@ -48,6 +48,10 @@ REVIEW_TEMPLATES: dict[str, str] = {
     "reviewer-second-opinion": "tf-review-second-opinion.md.j2",
 }
 VERIFY_TEMPLATE = "tf-verify.md.j2"
+#: the merge queue's conflict resolution (docs/workspaces.md, "Conflicts"): the resolver's
+#: prompt, and the one every reviewer of the review phase reviews the resolution with
+RESOLVE_TEMPLATE = "tf-resolve.md.j2"
+RESOLUTION_REVIEW_TEMPLATE = "tf-review-resolution.md.j2"
 #: the template whose frontmatter `model`/`thinking` set a role's model (below escalation)
 ROLE_TEMPLATES: dict[str, str] = {
     "researcher": SINGLE_ROLE_TEMPLATES["research"],
@@ -57,8 +61,7 @@ ROLE_TEMPLATES: dict[str, str] = {
     "closer": SINGLE_ROLE_TEMPLATES["close"],
 }
 
-PRIOR_RAW_CAP = 8 * 1024  # the prior-failure summary: built from at most 8 KB of raw text ...
-PRIOR_FENCED_CAP = 4 * 1024  # ... and at most 4 KB once fenced
+PRIOR_FENCED_CAP = 4 * 1024  # the prior-failure summary: at most 4 KB once fenced
 FENCE = "````"
 _BACKTICK_RUN = re.compile(r"`{3,}")
 _LAST_WORD = re.compile(r"\S+\Z")
@@ -360,16 +363,21 @@ def inline(text: str, redact: Callable[[str], str]) -> str:
 
 
 def fence_untrusted(
-    text: str, redact: Callable[[str], str], label: str = "prior_attempt_summary"
+    text: str,
+    redact: Callable[[str], str],
+    label: str = "prior_attempt_summary",
+    cap: int = PRIOR_FENCED_CAP,
 ) -> str:
-    """Text from a prior attempt, safe to put in a prompt (docs/prompts.md): at most 8 KB of
-    raw text is read, secrets are redacted, runs of three or more backticks are neutralized so
-    nothing inside can close the fence, and the whole fenced block is at most 4 KB."""
+    """Text from a prior attempt (or another untrusted source), safe to put in a prompt
+    (docs/prompts.md): at most twice `cap` of raw text is read, secrets are redacted, runs of
+    three or more backticks are neutralized so nothing inside can close the fence, and the
+    whole fenced block is at most `cap` bytes (4 KB for a prior attempt's summary)."""
+    raw_cap = 2 * cap
     # Redact a little past the cap, then cut: a key straddling the cut is still recognised.
-    raw = _utf8_prefix(redact(_utf8_prefix(text, PRIOR_RAW_CAP + 512)), PRIOR_RAW_CAP)
+    raw = _utf8_prefix(redact(_utf8_prefix(text, raw_cap + 512)), raw_cap)
     clean = _BACKTICK_RUN.sub(lambda m: "'" * len(m.group()), raw)
     head, tail = _fence_lines(label)
-    room = PRIOR_FENCED_CAP - len((head + tail).encode("utf-8"))
+    room = cap - len((head + tail).encode("utf-8"))
     if len(clean.encode("utf-8")) > room:
         clean = _utf8_prefix(clean, room - len(_TRUNCATED.encode("utf-8"))) + _TRUNCATED
     return head + clean + tail

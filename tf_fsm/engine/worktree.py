@@ -80,7 +80,12 @@ class TicketWorktree:
 
     def begin_attempt(self, run: RunContext, state: RetryState | None) -> str | None:
         previous = state.current if state else None
-        if self.rollback == "reset" and previous is not None and previous.status == "blocked":
+        if (
+            self.rollback == "reset"
+            and previous is not None
+            and previous.status == "blocked"
+            and not restarted(run.store.read_events().events, previous.attemptNumber)
+        ):
             self._roll_back(run, previous.attemptNumber)
         return checkpoint.head(self.ws)
 
@@ -139,6 +144,26 @@ class TicketWorktree:
             run.observer.note(run.ticket_id, note)
 
 
+def fork_point(events: list[ev.Event]) -> str | None:
+    """Where the ticket's own commits begin, as the journal recorded it: the base commit its
+    branch was made from, or last rebased onto by the merge queue; None when not recorded."""
+    for event in reversed(events):
+        if isinstance(event, wev.MergeRebased):
+            return event.baseSha
+        if isinstance(event, wev.WorkspaceReady | wev.WorkSetAside) and event.fork is not None:
+            return event.fork
+    return None
+
+
+def restarted(events: list[ev.Event], number: int) -> bool:
+    """Did attempt `number` end with its branch started again from the base branch's tip (a
+    merge conflict with workspace.conflicts.mode rerun)? Then there is nothing to roll back."""
+    return any(
+        isinstance(e, wev.WorkSetAside) and e.attempt == number and e.fork is not None
+        for e in events
+    )
+
+
 def attempt_start(run: RunContext, number: int) -> str | None:
     """The commit attempt `number` started from, as its AttemptStarted recorded it."""
     events = attempt_events(run.store.read_events().events, number)
@@ -165,11 +190,13 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
         run.observer.note(run.ticket_id, chosen.note)
     if not chosen.worktree:
         return None
-    _found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
+    found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
     ws, notes = worktree.ensure(run.root, run.settings, run.ticket_id, base)
+    head = checkpoint.head(ws)
     run.event(
         wev.WorkspaceReady, None, branch=ws.branch, base=ws.base_branch, path=str(ws.tree),
-        head=checkpoint.head(ws), notes=notes,
+        head=head, notes=notes,
+        fork=head if found is None else None,  # a new branch holds nothing of its own yet
     )  # fmt: skip
     for note in notes:
         run.observer.note(run.ticket_id, note)

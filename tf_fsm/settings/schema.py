@@ -12,17 +12,13 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from tf_fsm.settings.project import DEFAULT_KNOWLEDGE_DIR
+from tf_fsm.settings.roles import REVIEWER_ROLES as REVIEWER_ROLES
+from tf_fsm.settings.roles import ROLES as ROLES
 from tf_fsm.settings.section import OsStr, no_nul
 from tf_fsm.settings.section import Section as _Section
 from tf_fsm.settings.severity import SEVERITIES, normalize_severity
 from tf_fsm.settings.workspace import Workspace
 
-REVIEWER_ROLES: tuple[str, ...] = (
-    "reviewer-general",
-    "reviewer-spec-audit",
-    "reviewer-second-opinion",
-)
-ROLES: tuple[str, ...] = ("researcher", "worker", *REVIEWER_ROLES, "fixer", "closer")
 #: settings key under workflow.escalation.models -> the role it escalates
 ESCALATION_KEYS: dict[str, str] = {
     "fixer": "fixer",

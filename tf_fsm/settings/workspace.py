@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from tf_fsm.settings.roles import ROLES
 from tf_fsm.settings.section import OsStr, Section
 
 #: what `git check-ref-format` refuses in a branch name, as one pattern: control characters,
@@ -36,6 +37,27 @@ def check_ref_part(value: str, what: str) -> str:
     return value
 
 
+class Conflicts(Section):
+    """What the merge queue does when a passed ticket's rebase onto the base branch conflicts
+    (docs/workspaces.md, "Conflicts")."""
+
+    #: agent: an agent resolves it in the ticket's worktree (checked, gated, reviewed), else a
+    #: person does; human: a person always does; rerun: as agent, and when the resolution
+    #: fails the ticket's attempt is run again from the base branch's tip
+    mode: Literal["agent", "human", "rerun"] = "agent"
+    #: the role whose agent resolves, with its model on the attempt's escalation tier
+    role: str = "fixer"
+    #: resolutions tried per ticket before a person (or a rerun) takes over
+    maxAttempts: int = Field(default=2, ge=1, le=10)
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, value: str) -> str:
+        if value not in ROLES:
+            raise ValueError(f"{value!r} is not a role (one of {', '.join(ROLES)})")
+        return value
+
+
 class Workspace(Section):
     #: auto: pi-ticketflow's rule (parallel workers use worktrees; one ticket at a time does
     #: when ralph.serialUseWorktree); worktree or shared: always that
@@ -51,6 +73,7 @@ class Workspace(Section):
     mergeStrategy: Literal["merge", "squash", "rebase"] = "merge"
     #: copied from the project root into a fresh worktree when the branch does not hold them
     agentFiles: list[OsStr] = Field(default_factory=lambda: list(AGENT_FILES))
+    conflicts: Conflicts = Conflicts()
 
     @field_validator("agentFiles")
     @classmethod

@@ -4,8 +4,9 @@ losing anything (tf_fsm.workspace.merge.recover puts these together).
 
 The rebase runs in the ticket's worktree with the user's own `git rebase`, and never picks a
 side of a conflict (no `-X ours/theirs`, no rerere auto-staging): a conflict aborts the rebase,
-so the branch stays exactly where it was, and its paths are returned for the ticket's next
-attempt to resolve. Other branches are never moved with it (`--no-update-refs`).
+so the branch stays exactly where it was, and its paths are returned; or, when asked, the
+rebase is left stopped there for the resolution step (tf_fsm.workspace.conflicts). Other
+branches are never moved with it (`--no-update-refs`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tf_fsm.errors import WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.door import ProcessResult
 from tf_fsm.workspace.checkpoint import excluded, keep_uncommitted
+from tf_fsm.workspace.conflicts import Stop, stop_here
 from tf_fsm.workspace.git import (
     Git,
     literal,
@@ -33,8 +35,6 @@ from tf_fsm.workspace.git import (
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.model import Workspace
 
-#: the state directories of a rebase in progress in a git directory (merge and apply backends)
-
 
 @dataclass(frozen=True)
 class Rebased:
@@ -45,26 +45,48 @@ class Rebased:
     base: str  # the base branch's tip
     old_tip: str  # the ticket branch's tip before
     new_tip: str  # and after (old_tip unless moved)
+    #: asked to stop at a conflict: the rebase is left in progress there, for a resolution
+    #: (tf_fsm.workspace.conflicts); None when it did not stop
+    stopped: Stop | None = None
 
 
-def rebase_onto_base(ws: Workspace) -> Rebased:
-    """Rebase the ticket's branch onto the base branch's tip when it does not hold it yet. A
-    conflict aborts the rebase (nothing is dropped) and returns the conflicting paths.
-    Uncommitted changes in the worktree raise WorkspaceError naming them: the engine commits
-    a checkpoint before it merges, so they are a person's edits, never swept away."""
+def rebase_onto_base(ws: Workspace, upstream: str | None = None, *, stop: bool = False) -> Rebased:
+    """Rebase the ticket's branch onto the base branch's tip. `upstream`: the base commit the
+    branch was made from (or last rebased onto), as recorded: only the branch's commits after
+    it are replayed, so a commit a person dropped from the base branch since is never brought
+    back; a branch already on the base's tip is left alone without asking git anything more.
+    Without it (or when it is not in the branch's history any more: a person rebased the
+    branch), git's own merge-base decides, and a branch that holds the base tip stays.
+
+    A conflict aborts the rebase (nothing is dropped) and returns the conflicting paths; with
+    `stop`, the rebase is left stopped at the conflict instead (`Rebased.stopped`). Uncommitted
+    changes in the worktree raise WorkspaceError naming them: the engine commits a checkpoint
+    before it merges, so they are a person's edits, never swept away."""
     tip, base = branch_tips(ws)
     git = ws.git
-    if git.is_ancestor(base, tip):
+    if upstream == base:
         return Rebased(False, [], base, tip, tip)
+    if git.is_ancestor(base, tip):
+        # It holds the base tip already, unless the base moved back behind where the branch
+        # began (a person dropped commits from it): those must not come back with the merge.
+        dropped = upstream is not None and git.is_ancestor(base, upstream)
+        if not dropped or not git.is_ancestor(str(upstream), tip):
+            return Rebased(False, [], base, tip, tip)
+        onto = True
+    else:
+        onto = upstream is not None and (upstream == tip or git.is_ancestor(upstream, tip))
     _require_clean(ws)
+    args = ("--onto", base, str(upstream)) if onto else (base,)
     result = git.run(
-        "rebase", "--no-autostash", "--no-update-refs", "--no-rerere-autoupdate", base,
+        "rebase", "--no-autostash", "--no-update-refs", "--no-rerere-autoupdate", *args,
         env=git.commit_env(), check=False,
     )  # fmt: skip
     if result.exit_code == 0:
         return Rebased(True, [], base, tip, git.out("rev-parse", "HEAD"))
     conflict = paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
     own = git.git_dir()
+    if conflict and stop and rebase_in_progress(own):
+        return Rebased(False, conflict, base, tip, tip, stopped=stop_here(ws, result))
     if rebase_in_progress(own):
         git.run("rebase", "--abort")
     if conflict:
