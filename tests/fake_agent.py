@@ -29,7 +29,9 @@ findings, no failures):
 appends one line to `file`, relative to the working directory (the project root, or the
 ticket's worktree), as a real agent's edit of the working tree would: `text`, else the model,
 attempt and whether the prompt carried quality-gate feedback. `mode` "write" replaces the file
-instead (a file several tickets write conflicts line for line), `mode` "delete" removes it.
+instead (a file several tickets write conflicts line for line), `mode` "delete" removes it,
+`mode` "sub" replaces what the regular expression `pattern` matches (multi-line mode) by
+`text` (backreferences allowed), leaving the rest of the file as it is.
 In the merge queue's conflict resolution the resolver's phase is `resolve` (an `edits` rule
 there resolves the conflict; without one the markers stay) and its reviewers' phase is
 `resolve-review`, whose findings are the plan's `resolutionFindings` (same shape as
@@ -69,6 +71,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -156,6 +159,10 @@ def edit(rule: dict[str, Any], fields: dict[str, object], default_text: str) -> 
     text += "" if text.endswith("\n") else "\n"
     if rule.get("mode") == "delete":
         path.unlink(missing_ok=True)
+        return
+    if rule.get("mode") == "sub":  # one region of the file changed, the rest left alone
+        old = path.read_text(encoding="utf-8")
+        path.write_text(re.sub(rule["pattern"], text.rstrip("\n"), old, flags=re.M))
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w" if rule.get("mode") == "write" else "a", encoding="utf-8") as edited:

@@ -5,7 +5,7 @@ merge queue may have an agent resolve a conflict now."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
@@ -79,3 +79,25 @@ def resolution_refusal(conflicts: Conflicts, tried: int, budget: str | None) -> 
             f"(workspace.conflicts.maxAttempts {conflicts.maxAttempts})"
         )
     return budget
+
+
+def conflict_files(events: Iterable[ev.Event]) -> frozenset[str]:
+    """The paths the ticket's merges conflicted in, as its journal recorded them."""
+    found: set[str] = set()
+    for event in events:
+        if isinstance(event, wev.MergeRefused | wev.ResolutionStarted):
+            found.update(event.files)
+    return frozenset(found)
+
+
+def overlap(
+    mine: frozenset[str], running: Mapping[str, frozenset[str]]
+) -> tuple[str, list[str]] | None:
+    """The first running ticket whose known files meet `mine` (the files a ticket's branch is
+    known to change, or conflicted in), and the files they share; None when none does. Two
+    such tickets run side by side would conflict at the second one's merge; a ticket whose
+    files are not known yet (never run) meets nobody."""
+    for ticket, files in running.items():
+        if shared := mine & files:
+            return ticket, sorted(shared)
+    return None

@@ -65,6 +65,16 @@ class MergeRebased(Event):
     newTip: str
 
 
+class BranchRebased(Event):
+    """A new attempt starts on the base branch's tip: the ticket's branch was rebased onto it
+    (no agent, no conflict), so its work goes on on top of what merged meanwhile."""
+
+    event: Literal["BranchRebased"] = "BranchRebased"
+    baseSha: str
+    oldTip: str
+    newTip: str
+
+
 class MergeCompleted(Event):
     event: Literal["MergeCompleted"] = "MergeCompleted"
     commit: str

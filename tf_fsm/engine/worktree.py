@@ -17,6 +17,7 @@ from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.machine import MERGE_PHASE
 from tf_fsm.engine import mirror
 from tf_fsm.engine.accounting import attempt_events, merge_under_way
+from tf_fsm.errors import WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
@@ -87,7 +88,33 @@ class TicketWorktree:
             and not restarted(run.store.read_events().events, previous.attemptNumber)
         ):
             self._roll_back(run, previous.attemptNumber)
+        if previous is not None:
+            self._catch_up(run, previous.attemptNumber + 1)
         return checkpoint.head(self.ws)
+
+    def _catch_up(self, run: RunContext, number: int) -> None:
+        """A retry starts on the base branch's tip when it moved (what merged meanwhile is
+        there for its agents to build on, and its merge has less to rebase); a rebase that
+        would conflict is not begun here, and the attempt goes on from its branch as it is
+        (the merge queue resolves the conflict)."""
+        upstream = fork_point(run.store.read_events().events)
+        try:
+            rebased = queue.rebase_onto_base(self.ws, upstream)
+        except WorkspaceError as exc:  # a person's uncommitted edits: left as they are
+            run.observer.note(run.ticket_id, f"attempt {number} starts where it is: {exc}")
+            return
+        if rebased.conflict:
+            shown = ", ".join(rebased.conflict[:5])
+            run.observer.note(
+                run.ticket_id,
+                f"attempt {number} starts from its branch: rebasing it onto "
+                f"{self.ws.base_branch} would conflict in {shown} (resolved at the merge)",
+            )
+        elif rebased.moved:
+            run.event(
+                wev.BranchRebased, None, baseSha=rebased.base, oldTip=rebased.old_tip,
+                newTip=rebased.new_tip,
+            )  # fmt: skip
 
     def _roll_back(self, run: RunContext, number: int) -> None:
         started = attempt_start(run, number)
@@ -148,7 +175,7 @@ def fork_point(events: list[ev.Event]) -> str | None:
     """Where the ticket's own commits begin, as the journal recorded it: the base commit its
     branch was made from, or last rebased onto by the merge queue; None when not recorded."""
     for event in reversed(events):
-        if isinstance(event, wev.MergeRebased):
+        if isinstance(event, wev.MergeRebased | wev.BranchRebased):
             return event.baseSha
         if isinstance(event, wev.WorkspaceReady | wev.WorkSetAside) and event.fork is not None:
             return event.fork

@@ -29,6 +29,7 @@ from tf_fsm.engine.accounting import unpriced_refusal
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.fs.atomic import append_durably, make_dirs
+from tf_fsm.loop.overlap import KeptApart
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.unfinished import unfinished_merges
@@ -98,8 +99,10 @@ class Loop:
         self._scan_cache = tickets.ScanCache()
         #: this loop, named for good: its workers note it with their ticket's lock
         self.mark = process_mark()
-        #: each ticket in a worktree of its own: untagged tickets may run side by side
+        #: each ticket in a worktree of its own: untagged tickets may run side by side, unless
+        #: their branches are known to change the same files (`apart`)
         self.worktrees = False
+        self.apart: KeptApart | None = None
         #: tickets tk calls closed whose attempt is still open: merged by a run killed before
         #: it recorded the merge (the merge commit closes the tk ticket); run first, once
         self.unfinished: list[str] = []
@@ -271,6 +274,8 @@ class Loop:
         # In worktrees tickets cannot step on each other's files: component tags only keep
         # tickets of one component apart (fewer merge conflicts), untagged ones run freely.
         allow = self.ralph.parallelAllowUntagged or self.worktrees
+        if self.apart is not None and self.running:
+            self.apart.refresh()
         for rec in self.candidates(self.scan()):
             if len(self.running) >= self.options.workers or not self._budget_left():
                 return
@@ -292,6 +297,9 @@ class Loop:
             if not selection.may_run_beside(decision.components, busy, allow):
                 if not decision.components and not allow:
                     return  # an untagged ticket waits for the tree; nothing jumps ahead of it
+                continue
+            if self.apart is not None and (clash := self.apart.clash(rec.id, self.running)):
+                self.skip(rec.id, f"waits for {clash[0]}: both change {', '.join(clash[1][:3])}")
                 continue
             self._launch(decision)
 
@@ -395,6 +403,8 @@ def run_ralph(
     make_executor(settings, root).check()
     chosen = mode.for_loop(root, settings, explicit=options.worktree, workers=options.workers)
     loop.worktrees = chosen.worktree
+    if chosen.worktree and settings.settings.workspace.conflicts.avoidOverlap:
+        loop.apart = KeptApart(root, settings, loop.store)
     if chosen.note:
         reporter.note(chosen.note)
     return loop.run()

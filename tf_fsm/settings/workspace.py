@@ -49,6 +49,9 @@ class Conflicts(Section):
     role: str = "fixer"
     #: resolutions tried per ticket before a person (or a rerun) takes over
     maxAttempts: int = Field(default=2, ge=1, le=10)
+    #: the loop does not start a ticket beside a running one when their branches are known
+    #: to change the same files (or conflicted in them before)
+    avoidOverlap: bool = True
 
     @field_validator("role")
     @classmethod
