@@ -9,11 +9,14 @@ its gate, and its rebase onto the moved main conflicts.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.workspace_project import Project, worktree_of
+from tests.e2e.workspace_project import Project, wait_gone, worktree_of
 from tests.gitrepo import git, status
 
 RESOLVED = "pt-1 was here\npt-2 was here\n"
@@ -246,3 +249,41 @@ def test_rerun_mode_runs_the_attempt_again_from_the_base_tip(proj: Project) -> N
     assert kept == ["refs/tf/pt-2/attempt-1", "refs/tf/pt-2/resolution-1"] == proj.tf_refs()
     assert proj.show("refs/tf/pt-2/attempt-1:shared.txt") == "pt-2 was here\n"
     assert len(proj.calls(ticket="pt-2", phase="resolve")) == 1
+
+
+def test_a_run_killed_during_the_resolution_is_finished_by_the_next(proj: Project) -> None:
+    proj.create(["pt-1", "pt-2"], {"workspace": {"mode": "worktree"}},
+                files={"shared.txt": "original\n"})  # fmt: skip
+    paused = {"phase": "implement", "ticket": "pt-2", "touch": str(proj.sync / "pt-2"),
+              "until": str(proj.sync / "go")}  # fmt: skip
+    resolving = {"phase": "resolve", "touch": str(proj.sync / "resolving"),
+                 "until": str(proj.sync / "resolve")}  # fmt: skip
+    proj.plan(edits=[*same_hunk(), RESOLVE], pause=[paused, resolving])
+    second = proj.start_alone("run", "pt-2")
+    deadline = time.monotonic() + 60
+    while not (proj.sync / "pt-2").exists():
+        assert time.monotonic() < deadline and second.poll() is None
+        time.sleep(0.02)
+    assert proj.cli("run", "pt-1").returncode == 0
+    proj.go()
+    while not (proj.sync / "resolving").exists():
+        assert time.monotonic() < deadline and second.poll() is None
+        time.sleep(0.02)
+    os.killpg(second.pid, signal.SIGKILL)  # the run, and the resolver it waits for
+    second.wait()
+    wait_gone(proj, second.pid)
+    proj.go("resolve")
+
+    again = proj.cli("run", "pt-2")
+
+    assert again.returncode == 0, again.stderr
+    first, retried = proj.events("pt-2", "ResolutionFinished")
+    assert first["number"] == 1 and first["passed"] is False and "killed" in first["reason"]
+    assert first["ref"] == "refs/tf/pt-2/resolution-1"
+    assert retried["number"] == 2 and retried["passed"] is True
+    assert proj.show("refs/tf/pt-2/resolution-1:shared.txt").startswith("<<<<<<< ")
+    assert proj.show("main:shared.txt") == RESOLVED
+    assert proj.tk_status("pt-2", "main") == "closed"
+    kept = [e["ref"] for e in proj.events("pt-2", "WorkSetAside")]
+    assert kept == proj.tf_refs() == ["refs/tf/pt-2/resolution-1"]
+    assert status(proj.root) == "" and proj.ticket_branches() == []

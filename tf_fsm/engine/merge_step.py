@@ -23,7 +23,7 @@ from tf_fsm.engine.attempt_gates import baseline_of, record_gate
 from tf_fsm.engine.gates import GateResult, gate_env, run_gates
 from tf_fsm.engine.ticket_file import closed_text
 from tf_fsm.engine.worktree import TicketWorktree, fork_point, persons_rebase, recover_merge
-from tf_fsm.errors import GitError, WorkspaceError
+from tf_fsm.errors import GitError, TfFsmError, WorkspaceError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.agent_files import drop_copies_held_by
@@ -116,6 +116,10 @@ def _rebase_gate_merge(
         if res is not None and not _finished(run, res):
             resolution.give_up(run, attempt, tree, res, f"git failed: {exc}")
         return _refuse(run, n, MERGE_REFUSED, [], f"merge refused: {exc}")
+    except TfFsmError as exc:  # e.g. a prompt template refused: its exit code, rebase undone
+        if res is not None and not _finished(run, res):
+            resolution.give_up(run, attempt, tree, res, str(exc))
+        raise
     run.event(
         wev.MergeCompleted, n, commit=merged.commit, base=ws.base_branch, already=merged.already
     )

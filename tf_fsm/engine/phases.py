@@ -25,6 +25,7 @@ from tf_fsm.core.reports import (
     zero_counts,
 )
 from tf_fsm.core.state import SEVERITIES
+from tf_fsm.engine import resolution
 from tf_fsm.engine.attempt_gates import check_before_attempt, run_attempt_gates
 from tf_fsm.engine.context import AttemptContext, prompt_context, ticket_view
 from tf_fsm.engine.gates import gate_rows
@@ -177,6 +178,7 @@ class PhaseRunner:
         gate feedback they are the same text). Then check that every quality gate can start."""
         for phase, role, artifact in self.invocations():
             self.attempt.prompts[phase, role, artifact] = self.render(phase, role, artifact)
+        resolution.check_templates(self.run_, self.attempt)
         check_before_attempt(self.run_, self.attempt, self.render)
 
     def _reviewers(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tf_fsm.core.artifacts import RESOLUTION_REVIEW_PHASE, RESOLVE_PHASE
 from tf_fsm.errors import PromptTemplateError, UnsafePathError
 from tf_fsm.fs.confine import check_within
 
@@ -69,6 +70,10 @@ _TRUNCATED = "\n[... truncated ...]"
 
 
 def template_for(phase: str, role: str) -> str:
+    if phase == RESOLVE_PHASE:
+        return RESOLVE_TEMPLATE
+    if phase == RESOLUTION_REVIEW_PHASE:
+        return RESOLUTION_REVIEW_TEMPLATE
     if phase == "review":
         return REVIEW_TEMPLATES[role]
     if phase == "verify":

@@ -133,13 +133,7 @@ def review(
     texts: dict[str, str] = {}
     for role in reviewers:
         name = agent_artifact(RESOLUTION_REVIEW_PHASE, role)
-        context = _context(run, attempt, tree, RESOLUTION_REVIEW_PHASE, role, name)
-        context["resolution"] = {
-            "base_branch": tree.ws.base_branch, "onto": res.onto[:12],
-            "files": [{"path": p, "kind": k} for p, k in res.files.items()],
-            "diff": fence_untrusted(diff, run.store.redactor, "resolution_diff", DIFF_CAP),
-            "notes": str(tree.agent_path(run.store.dir / agent_artifact(RESOLVE_PHASE, role))),
-        }  # fmt: skip
+        context = _review_context(run, attempt, tree, res, role, name, diff)
         prompt = run.prompts.render(RESOLUTION_REVIEW_TEMPLATE, context)
         label = f"resolve-review-{role}-{res.number}"
         call = prepared(run, attempt, RESOLUTION_REVIEW_PHASE, role, name, prompt, label)
@@ -191,6 +185,29 @@ def give_up(
 # -- prompts --------------------------------------------------------------------------------
 
 
+def check_templates(run: RunContext, attempt: AttemptContext) -> None:
+    """Render the resolver's and the resolution reviewers' templates with a sample conflict
+    when the attempt may need them (it merges, and an agent may resolve), so that a project's
+    override that does not render fails when the attempt begins (exit 2), not in the merge
+    queue after its work is done."""
+    from tf_fsm.engine.worktree import TicketWorktree
+
+    tree = run.tree
+    mode = run.settings.settings.workspace.conflicts.mode
+    if not isinstance(tree, TicketWorktree) or not tree.merges or mode == "human":
+        return
+    sample = conflicts.Stop("0" * 40, "a commit", (conflicts.Conflict("a.txt", "content",
+                            "changed it", "changed it"),), ())  # fmt: skip
+    res = Resolution(0, "0" * 40, "0" * 40, "0" * 40, {"a.txt": "content"})
+    sides = conflicts.Sides("", [("0000000", "a commit", "pt-0")], "")
+    _resolver_prompt(run, attempt, tree, res, sample, sides, 1)
+    for role in run.settings.workflow.enableReviewers:
+        if role in attempt.resolution.roles:
+            name = agent_artifact(RESOLUTION_REVIEW_PHASE, role)
+            context = _review_context(run, attempt, tree, res, role, name, "")
+            run.prompts.render(RESOLUTION_REVIEW_TEMPLATE, context)
+
+
 def _context(
     run: RunContext, attempt: AttemptContext, tree: TicketWorktree, phase: str, role: str,
     artifact: str,
@@ -202,6 +219,21 @@ def _context(
         chain_context=tree.agent_path(store.chain_context_path), flags=run.options.flags(),
         fail_on=list(run.settings.workflow.failOn),
     )  # fmt: skip
+
+
+def _review_context(
+    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, res: Resolution,
+    role: str, name: str, diff: str,
+) -> dict[str, Any]:  # fmt: skip
+    context = _context(run, attempt, tree, RESOLUTION_REVIEW_PHASE, role, name)
+    resolver = run.settings.settings.workspace.conflicts.role
+    context["resolution"] = {
+        "base_branch": tree.ws.base_branch, "onto": res.onto[:12],
+        "files": [{"path": p, "kind": k} for p, k in res.files.items()],
+        "diff": fence_untrusted(diff, run.store.redactor, "resolution_diff", DIFF_CAP),
+        "notes": str(tree.agent_path(run.store.dir / agent_artifact(RESOLVE_PHASE, resolver))),
+    }  # fmt: skip
+    return context
 
 
 def _resolver_prompt(

@@ -20,7 +20,7 @@ from tf_fsm.engine.accounting import attempt_events, merge_under_way
 from tf_fsm.errors import WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.workspace import checkpoint, worktree
+from tf_fsm.workspace import checkpoint, conflicts, worktree
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.git import rebase_in_progress
 from tf_fsm.workspace.model import TICKET_TRAILER, Workspace, ticket_dir_in
@@ -255,10 +255,38 @@ def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
 
 def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
     """Undo what a killed merge or rebase of the ticket left (in the merge queue's lock): each
-    step said, and the ref any files in the way were kept under journaled."""
+    step said, and the ref any files in the way were kept under journaled. A resolution the
+    kill cut short is ended first: what its resolver had made is kept under its ref."""
+    _end_killed_resolution(run, ws, n)
     recovered = recover(ws)
     for note in recovered.notes:
         run.observer.note(run.ticket_id, note)
     if recovered.kept is not None:
         why = "what a killed rebase had written, in the way of aborting it"
         run.event(wev.WorkSetAside, n, ref=recovered.kept, head=checkpoint.head(ws), reason=why)
+
+
+def _end_killed_resolution(run: RunContext, ws: Workspace, n: int) -> None:
+    """A resolution journaled as started and never as finished was cut short by a kill: its
+    rebase (if still in progress) is kept under `refs/tf/<id>/resolution-<k>` and aborted,
+    and its end journaled, so that it counts as tried and nothing its resolver made is lost."""
+    events = run.store.read_events().events
+    started = [e for e in events if isinstance(e, wev.ResolutionStarted)]
+    last = started[-1] if started else None
+    if last is None or any(
+        isinstance(e, wev.ResolutionFinished) and e.number == last.number for e in events
+    ):
+        return
+    ref = None
+    if ws.tree.is_dir() and rebase_in_progress(ws.git.git_dir()):
+        ref = conflicts.set_aside(ws, f"resolution-{last.number}", last.oldTip)
+    why = "the run was killed during it; its rebase was undone"
+    run.event(wev.ResolutionFinished, n, number=last.number, passed=False, reason=why, ref=ref)
+    if ref is not None:
+        run.event(
+            wev.WorkSetAside,
+            n,
+            ref=ref,
+            head=last.oldTip,
+            reason=f"resolution {last.number}: {why}",
+        )

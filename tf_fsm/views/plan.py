@@ -233,25 +233,31 @@ def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
 
 def template_table(root: Path | None) -> list[dict[str, str]]:
     """Which template file each (phase, role) uses, and its frontmatter."""
-    from tf_fsm.core.artifacts import roles
+    from tf_fsm.core.artifacts import RESOLUTION_REVIEW_PHASE, RESOLVE_PHASE, roles
     from tf_fsm.settings.load import REVIEWER_ROLES
 
     library = PromptLibrary(root)
     rows = []
-    for phase in PHASES:
-        for role in roles(phase, REVIEWER_ROLES, closer=True):
-            template = library.find(template_for(phase, role))
-            rows.append(
-                {
-                    "phase": phase,
-                    "role": role,
-                    "template": template.name,
-                    "origin": template.origin,
-                    "path": str(template.path),
-                    "model": template.meta.get("model", ""),
-                    "thinking": template.meta.get("thinking", ""),
-                }
-            )
+    # the merge queue's conflict resolution: the resolver (workspace.conflicts.role) and the
+    # review phase's reviewers, each with one template
+    resolution = [
+        (RESOLVE_PHASE, "workspace.conflicts.role"),
+        (RESOLUTION_REVIEW_PHASE, "reviewers"),
+    ]
+    pairs = [(p, r) for p in PHASES for r in roles(p, REVIEWER_ROLES, closer=True)]
+    for phase, role in pairs + resolution:
+        template = library.find(template_for(phase, role))
+        rows.append(
+            {
+                "phase": phase,
+                "role": role,
+                "template": template.name,
+                "origin": template.origin,
+                "path": str(template.path),
+                "model": template.meta.get("model", ""),
+                "thinking": template.meta.get("thinking", ""),
+            }
+        )
     return rows
 
 
