@@ -125,13 +125,17 @@ class TicketWorktree:
                 "next attempt continues from its tree",
             )
             return
-        ref = checkpoint.reset_to(self.ws, started, keep_as=f"attempt-{number}")
+        keep_as = f"attempt-{number}"
+        # Its uncommitted edits first, so that their ref is journaled too: reset_to keeps them
+        # again under the same ref (the same changes make the same commit).
+        edits = checkpoint.keep_uncommitted(self.ws, f"{keep_as}-uncommitted")
+        ref = checkpoint.reset_to(self.ws, started, keep_as=keep_as)
         kept = ref or kept_ref(self.ws, number)
-        if ref is not None:
-            run.event(
-                wev.WorkSetAside, number, ref=ref, head=started,
-                reason=f"rollback reset: attempt {number + 1} starts from {started[:12]}",
-            )  # fmt: skip
+        why = f"rollback reset: attempt {number + 1} starts from {started[:12]}"
+        for aside, what in ((ref, "commits"), (edits, "uncommitted edits")):
+            if aside is not None:
+                reason = f"{why}; attempt {number}'s {what}"
+                run.event(wev.WorkSetAside, number, ref=aside, head=started, reason=reason)
         self.kept = kept
 
     def resume_attempt(self, run: RunContext, attempt: int, *, finished: bool) -> str | None:
