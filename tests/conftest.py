@@ -42,6 +42,17 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
+def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The test's own TMPDIR, for every process it starts (to see what is left in it), and no
+    PYTEST_ADDOPTS of the run that runs the test."""
+    place = tmp_path / "temp"
+    place.mkdir()
+    monkeypatch.setenv("TMPDIR", str(place))
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    return place
+
+
+@pytest.fixture
 def write_settings(project: Path) -> Callable[[dict[str, Any]], Path]:
     def write(data: dict[str, Any]) -> Path:
         path = project / ".tf" / "config" / "settings.json"

@@ -21,6 +21,17 @@ GATES = [
 ]
 
 
+def no_report(index: int, name: str) -> str:
+    """The warning of a required gate tf_fsm cannot judge test by test (docs/gates.md)."""
+    return (
+        f"workflow.qualityGates[{index}] ({name}) is required, has no junitXml and does not look "
+        "like pytest, so tf_fsm cannot add a per-test report: a failure of it is never judged "
+        "pre-existing, it blocks even when the gate fails on the base commit too; set its "
+        "junitXml to the JUnit XML report its command writes "
+        "(docs/gates.md#the-baseline-what-a-ticket-makes-worse)"
+    )
+
+
 def write_settings(project: Path, **workflow: Any) -> None:
     settings = {"workflow": workflow, "executor": {"kind": "scripted"}}
     (project / ".tf/config/settings.json").write_text(json.dumps(settings), encoding="utf-8")
@@ -49,6 +60,7 @@ def test_plan_json_lists_the_gates_in_order(project: Path) -> None:
             "feedbackRounds": 3,
             "timeoutSeconds": 180,
             "cannotStart": None,
+            "baselineWarning": no_report(0, "lint"),
         },
         {
             "name": "tests",
@@ -59,6 +71,7 @@ def test_plan_json_lists_the_gates_in_order(project: Path) -> None:
             "feedbackRounds": 2,
             "timeoutSeconds": 600,
             "cannotStart": None,
+            "baselineWarning": no_report(1, "tests"),
         },
         {
             "name": "docs",
@@ -69,6 +82,7 @@ def test_plan_json_lists_the_gates_in_order(project: Path) -> None:
             "feedbackRounds": 0,  # only a failing required gate sends the fixer back
             "timeoutSeconds": 180,
             "cannotStart": None,
+            "baselineWarning": None,  # optional: never blocks
         },
     ]
 
@@ -80,10 +94,12 @@ def test_plan_text_lists_the_gates(project: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     at = lines.index("quality gates, run by verify in this order (workflow.qualityGates):")
-    assert lines[at + 1 : at + 4] == [
+    assert lines[at + 1 : at + 6] == [
         f"  lint     required, up to 3 fix rounds; cwd {root}: "
         + shlex.join(["bash", "-c", "ruff check . | tee lint.txt"]),
+        f"    warning: {no_report(0, 'lint')}",
         f"  tests    required, up to 2 fix rounds; cwd {root}: sh -c 'exit 0'",
+        f"    warning: {no_report(1, 'tests')}",
         f"  docs     optional (reported, never blocks); cwd {root}/docs: bash -c 'make docs'",
     ]
 

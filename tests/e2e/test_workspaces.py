@@ -229,17 +229,10 @@ def _commit_meanwhile(proj: Project, gate: str) -> subprocess.Popen[str]:
     proj.create(["pt-1"], settings)
     proj.plan(
         edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = 1"}],
-        pause=[{"phase": "review", "touch": str(proj.sync / "review"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
-    run = proj.start("run", "pt-1")
-    proj.wait_for("review", run)
-    (proj.root / "person.txt").write_text("a person's change\n", encoding="utf-8")
-    git(proj.root, "add", "person.txt")
-    git(proj.root, "commit", "-q", "-m", "a person's commit")
-    proj.go()
-    run.communicate(timeout=60)
-    return run
+        pause=proj.review_pause(),
+    )
+    change = "a person's change\n"
+    return proj.run_while_a_person_commits("pt-1", "person.txt", change, "a person's commit")
 
 
 def test_base_moved_while_the_ticket_ran_rebases_runs_the_gates_again_and_merges(

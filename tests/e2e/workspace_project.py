@@ -154,6 +154,26 @@ class Project:
     def go(self, name: str = "go") -> None:
         (self.sync / name).write_text("go\n", encoding="utf-8")
 
+    def review_pause(self) -> list[dict[str, Any]]:
+        """A plan's `pause` rules: a reviewer touches the sync file `review`, waits for `go`."""
+        until = str(self.sync / "go")
+        return [{"phase": "review", "touch": str(self.sync / "review"), "until": until}]
+
+    def run_while_a_person_commits(
+        self, tid: str, name: str, text: str, message: str, seconds: float = 60
+    ) -> subprocess.Popen[str]:
+        """`tf-fsm run tid`; while its reviewer waits (a plan with `review_pause`), a person
+        commits the file `name` holding `text` on the base branch at the root. The run,
+        finished."""
+        run = self.start("run", tid)
+        self.wait_for("review", run)
+        (self.root / name).write_text(text, encoding="utf-8")
+        git(self.root, "add", name)
+        git(self.root, "commit", "-q", "-m", message)
+        self.go()
+        run.communicate(timeout=seconds)
+        return run
+
     # -- observation -----------------------------------------------------------------------
 
     def calls(self, **match: Any) -> list[dict[str, Any]]:

@@ -297,19 +297,35 @@ def test_judge_with_reports_blocks_only_for_tests_that_did_not_fail_on_the_base(
     assert added.blocks and added.new_failures == {"new"}
 
 
-def test_judge_a_report_without_failing_tests_is_compared_by_exit_status() -> None:
+def test_judge_a_report_without_failing_tests_blocks() -> None:
     assert judge((False, frozenset()), base(False, {"a"})).blocks  # fixed the tests, broke more
-    assert not judge((False, frozenset()), base(False, set())).blocks
+    same = judge((False, frozenset()), base(False, set()), hint="HINT")
+    assert (same.blocks, same.preexisting) == (True, False)
+    assert same.note == (
+        "it fails on the base commit abcdef012345 too (exit code 1), but its report names no "
+        "failing test, so its failure cannot be compared test by test: a failure is never "
+        "pre-existing without a report on both sides; HINT"
+    )
     assert judge((False, frozenset()), base(True, set())).blocks
 
 
 @pytest.mark.parametrize(
-    ("mine", "theirs"), [(None, None), (frozenset({"a"}), None), (None, {"a"})]
+    ("mine", "theirs", "why"),
+    [
+        (None, None, "neither run wrote a JUnit report"),
+        (frozenset({"a"}), None, "the base run wrote no JUnit report"),
+        (None, {"a"}, "this run wrote no JUnit report"),
+    ],
 )
-def test_judge_without_both_reports(mine: frozenset[str] | None, theirs: set[str] | None) -> None:
-    before = judge((False, mine), base(False, theirs))
-    assert before == Judged(
-        False, preexisting=True, note="fails on the base commit abcdef012345 too (exit code 1)"
+def test_judge_without_both_reports_blocks_even_when_the_base_fails_too(
+    mine: frozenset[str] | None, theirs: set[str] | None, why: str
+) -> None:
+    before = judge((False, mine), base(False, theirs), hint="set junitXml (docs/gates.md)")
+    assert (before.blocks, before.preexisting, before.new_failures) == (True, False, frozenset())
+    assert before.note == (
+        f"it fails on the base commit abcdef012345 too (exit code 1), but {why}, so tf_fsm "
+        "cannot tell which tests fail anew: a failure is never pre-existing without a report "
+        "on both sides; set junitXml (docs/gates.md)"
     )
     passed = judge((False, mine), base(True, None if theirs is None else set()))
     assert passed.blocks and passed.note == "it passes on the base commit abcdef012345"
@@ -343,17 +359,16 @@ def gates_with_base(
     return outcome, sent
 
 
-@pytest.mark.parametrize("junit", [True, False])
 def test_a_failure_already_on_the_base_neither_blocks_nor_sends_the_fixer_back(
-    repo: Path, tmp_path: Path, junit: bool
+    repo: Path, tmp_path: Path
 ) -> None:
     (repo / "failing.txt").write_text("t1\n")
-    sha, g = commit_all(repo, "t1 breaks"), gate(tmp_path / "runs", junit=junit)
+    sha, g = commit_all(repo, "t1 breaks"), gate(tmp_path / "runs", junit=True)
     outcome, sent = gates_with_base(repo, sha, g, baseline=gate_baseline(repo, sha, [g], print))
     assert outcome.blocking is None and sent == []
     (row,) = gate_rows(outcome, Redactor())
     assert row["preexisting"] is True and row["passed"] is False and row["blocking"] is False
-    assert ("all 1 test failed" if junit else "fails on the base commit") in row["baselineNote"]
+    assert "all 1 test failed" in row["baselineNote"]
     md, _ = render_post_fix_verification(
         "pt-1", mode="rereview", pre={}, post={}, fail_on=["Major"], passed=True, reason="ok",
         gates=[row],
@@ -362,6 +377,30 @@ def test_a_failure_already_on_the_base_neither_blocks_nor_sends_the_fixer_back(
     assert f"  - base: {row['baselineNote']}" in md
     unjudged, sent = gates_with_base(repo, sha, g)  # no baseline: today's behaviour
     assert unjudged.blocking is not None and len(sent) == 2
+
+
+def test_without_a_report_a_failure_on_the_base_too_blocks_and_says_how_to_add_one(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Not pytest, no junitXml: the same failure on the base may hide a new one."""
+    (repo / "failing.txt").write_text("t1\n")
+    sha, g = commit_all(repo, "t1 breaks"), gate(tmp_path / "runs")
+    (repo / "failing.txt").write_text("t1\nt2\n")  # worse, but the exit status is the same
+    of = gate_baseline(repo, sha, [g], print)
+    outcome, sent = gates_with_base(repo, sha, g, baseline=of)
+    assert outcome.blocking is not None and len(sent) == 2
+    (row,) = gate_rows(outcome, Redactor())
+    assert row["blocking"] and not row["preexisting"] and row["newFailures"] == []
+    note = row["baselineNote"]
+    assert note.startswith(f"it fails on the base commit {sha[:12]} too (exit code 1), but ")
+    assert "neither run wrote a JUnit report" in note
+    assert "a failure is never pre-existing without a report on both sides" in note
+    assert note.endswith(
+        "set the gate's junitXml to the JUnit XML report its command writes "
+        "(docs/gates.md#the-baseline-what-a-ticket-makes-worse)"
+    )
+    assert f"Compared with the base commit: {note}" in sent[0]
+    assert len(runs(tmp_path / "runs")) == 1 + 3  # the base once, the tree on each round
 
 
 def test_a_new_failing_test_blocks_with_feedback_naming_only_it(repo: Path, tmp_path: Path) -> None:

@@ -236,12 +236,11 @@ def _run_gates_now(
     import os
 
     from tf_fsm.engine.gates import (
-        against_base,
         blocks,
         check_gates,
         current_attempt,
         gate_env,
-        run_gate,
+        run_judged,
     )
     from tf_fsm.storage.redact import Redactor
 
@@ -255,7 +254,7 @@ def _run_gates_now(
     for ticket_id in ticket_ids:
         env = gate_env(ticket_id, current_attempt(root, settings, ticket_id))
         for gate in gates:
-            result = against_base(run_gate(gate, root, env), gate, base)
+            result = run_judged(gate, root, env, base)
             failed_required |= blocks(result)
             row = {
                 "ticket": ticket_id,

@@ -216,6 +216,8 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
         print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
         if gate["cannotStart"]:
             print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
+        if gate["baselineWarning"]:
+            print(f"    warning: {gate['baselineWarning']}")
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
     """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker

@@ -86,6 +86,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         say(f"agent: {diag.program} -> {where}" + (f" ({diag.version})" if diag.version else ""))
     for note in diag.notes:
         say(f"note: {note}")
+    for warning in diag.warnings:
+        say(f"warning: {warning}")
     if diag.commands:
         say("command lines on attempt 1 (prompt on stdin; TF_* variables in the environment):")
         import shlex

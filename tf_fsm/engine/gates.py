@@ -3,14 +3,20 @@
 A string command runs under `bash -c` (pipes and quotes work: splitting on spaces breaks
 them), a list runs as argv, and the feedback carries the tail of the command's real output,
 redacted and fenced, not just an error string. With a baseline (tf_fsm.workspace.baseline), a
-required gate that fails no worse than on the base commit is pre-existing: reported, not
-blocking, and no reason to send the fixer back.
+required gate whose failing tests all fail on the base commit too is pre-existing: reported,
+not blocking, and no reason to send the fixer back. That takes a JUnit report of both runs:
+the gate's `junitXml`, else one tf_fsm asks pytest for (`_report_of`); a failure without one
+blocks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING
 from tf_fsm.engine.prompts import fence_untrusted
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.process.door import find_program, run_process, tail
+from tf_fsm.settings.gate_reports import asks_for_report, report_hint
 from tf_fsm.settings.load import LoadedSettings, QualityGate
 
 if TYPE_CHECKING:  # imported where used: most gate runs need neither (start-up stays fast)
@@ -127,23 +134,29 @@ def check_gates(gates: Sequence[QualityGate], root: Path, settings_path: Path | 
         raise SettingsError(settings_path, problems)
 
 
-def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None) -> GateResult:
+def run_gate(
+    gate: QualityGate, root: Path, env: Mapping[str, str] | None = None, *, judged: bool = False
+) -> GateResult:
     """Run one gate with its cwd relative to `root` (the project root, a ticket's worktree,
-    or a worktree of the base commit), and read the JUnit report it wrote, if it has one."""
+    or a worktree of the base commit), and read the JUnit report it wrote, if it has one.
+    `judged`: a failure is to be judged against the base commit, so a required gate without
+    `junitXml` is given a report of tf_fsm's asking (`_report_of`)."""
     cwd = cwd_of(gate, root)
     environ = {**os.environ, **(env or {})}
     problem = start_problem(gate, root, environ)
     if problem is not None:
         return GateResult(gate.name, gate.required, False, None, 0.0, "", error=problem)
-    report = cwd / gate.junitXml if gate.junitXml else None
-    before = _stamp(report)
-    try:
-        result = run_process(
-            argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds, keep=GATE_OUTPUT_KEEP
-        )
-    except OSError as exc:  # gone since the check: it cannot start, not a crash
-        error = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
-        return GateResult(gate.name, gate.required, False, None, 0.0, "", error=error)
+    with _report_of(gate, root, environ, judged) as (report, within):
+        before = _stamp(report)
+        try:
+            result = run_process(
+                argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds,
+                keep=GATE_OUTPUT_KEEP,
+            )  # fmt: skip
+        except OSError as exc:  # gone since the check: it cannot start, not a crash
+            error = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
+            return GateResult(gate.name, gate.required, False, None, 0.0, "", error=error)
+        failing = _failing_tests(report, before, within)
     output = result.stdout + (("\n" + result.stderr) if result.stderr else "")
     return GateResult(
         gate.name,
@@ -153,8 +166,39 @@ def run_gate(gate: QualityGate, root: Path, env: Mapping[str, str] | None = None
         duration=result.duration,
         output=output,
         timed_out=result.timed_out,
-        failing_tests=_failing_tests(report, before, root),
+        failing_tests=failing,
     )
+
+
+@contextmanager
+def _report_of(
+    gate: QualityGate, root: Path, environ: dict[str, str], judged: bool
+) -> Iterator[tuple[Path | None, Path]]:
+    """(the gate's JUnit report, the directory it must lie in): its `junitXml`, in the tree;
+    else, when it is judged and required, a report asked of pytest in a temporary directory
+    outside the tree, removed once read. The request is `--junitxml=<file>` appended to
+    PYTEST_ADDOPTS in `environ` (after the user's own options: the last --junitxml wins, and
+    one on the command line wins over it, so that run writes no report of tf_fsm's). The
+    command is not parsed: pytest started in any way (a pipe, `make test`) sees it; a command
+    that does not run pytest writes nothing, and its failure is judged without a report."""
+    if gate.junitXml is not None:
+        yield cwd_of(gate, root) / gate.junitXml, root
+        return
+    if not (judged and asks_for_report(gate)):
+        yield None, root
+        return
+    try:
+        place = Path(tempfile.mkdtemp(prefix="tf-fsm-report-"))
+    except OSError:  # no temporary directory: no report, judged as such
+        yield None, root
+        return
+    report = place / "report.xml"
+    option = shlex.quote(f"--junitxml={report}")
+    environ["PYTEST_ADDOPTS"] = f"{environ.get('PYTEST_ADDOPTS', '')} {option}".lstrip()
+    try:
+        yield report, place
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
 
 
 def _stamp(report: Path | None) -> Stamp | None:
@@ -165,9 +209,7 @@ def _stamp(report: Path | None) -> Stamp | None:
     return stamp(report)
 
 
-def _failing_tests(
-    report: Path | None, before: Stamp | None, root: Path
-) -> frozenset[str] | None:
+def _failing_tests(report: Path | None, before: Stamp | None, root: Path) -> frozenset[str] | None:
     """The failing tests of the JUnit report this run wrote (None without one)."""
     if report is None:
         return None
@@ -180,18 +222,22 @@ def gate_baseline(
     root: Path, sha: str, gates: Sequence[QualityGate], note: Callable[[str], None]
 ) -> Lookup:
     """The base result of each required gate on commit `sha` of the project at `root`,
-    computed (with `run_gate`, as a ticket's gate runs) when first asked for: `run_gates`'s
-    `baseline`."""
+    computed (with `run_gate`, as a ticket's judged gate runs) when first asked for:
+    `run_gates`'s `baseline`."""
     from tf_fsm.workspace.baseline import lookup
 
-    return lookup(root, sha, gates, run_gate, note)
+    return lookup(root, sha, gates, _run_on_base, note)
 
 
-def judged(result: GateResult, base: BaseResult | None) -> GateResult:
+def _run_on_base(gate: QualityGate, tree: Path) -> GateResult:
+    return run_gate(gate, tree, judged=True)
+
+
+def judged(result: GateResult, base: BaseResult | None, gate: QualityGate) -> GateResult:
     """The result with its judgement against the base commit (docs/gates.md)."""
     from tf_fsm.workspace.baseline import judge
 
-    verdict = judge((result.passed, result.failing_tests), base)
+    verdict = judge((result.passed, result.failing_tests), base, hint=report_hint(gate))
     return replace(
         result,
         preexisting=verdict.preexisting,
@@ -200,13 +246,22 @@ def judged(result: GateResult, base: BaseResult | None) -> GateResult:
     )
 
 
+def run_judged(
+    gate: QualityGate, root: Path, env: Mapping[str, str] | None, baseline: Lookup | None
+) -> GateResult:
+    """Run one gate and, with a `baseline`, judge a required gate's failure against its base
+    result: the one way a ticket's gate, the merge queue's re-run and `gate --run` are run."""
+    result = run_gate(gate, root, env, judged=baseline is not None)
+    return against_base(result, gate, baseline)
+
+
 def against_base(result: GateResult, gate: QualityGate, baseline: Lookup | None) -> GateResult:
     """A required gate that failed (and ran: one that could not start is a configuration
     error), judged against its base result when there is a baseline; else as it is. The base
     is asked for only then: a gate that passes never costs a run on the base."""
     if baseline is None or not blocks(result) or result.error is not None:
         return result
-    return judged(result, baseline(gate))
+    return judged(result, baseline(gate), gate)
 
 
 def blocks(result: GateResult) -> bool:
@@ -291,7 +346,7 @@ def run_gates(
     while True:
         results = []
         for gate in gates:
-            result = against_base(run_gate(gate, root, env), gate, baseline if can_block else None)
+            result = run_judged(gate, root, env, baseline if can_block else None)
             on_result(result, round_)
             results.append(result)
             if result.error is not None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.fs.confine import check_knowledge_dir
+from tf_fsm.settings.gate_reports import whole_gate_warnings
 
 # Re-exported: they live in tf_fsm.settings.project, so that finding the project does not
 # load pydantic.
@@ -360,7 +361,7 @@ def _warnings(settings: Settings, raw: Mapping[str, Any]) -> list[str]:
         near = difflib.get_close_matches(role, ROLES, n=1, cutoff=0.75)
         if near:
             out.append(f"agents.{role} is not a role tf_fsm runs (did you mean {near[0]}?)")
-    return out + _ignored_keys(raw)
+    return out + whole_gate_warnings(wf) + _ignored_keys(raw)
 
 
 def _ignored_keys(raw: Mapping[str, Any]) -> list[str]:

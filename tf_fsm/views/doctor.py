@@ -1,5 +1,6 @@
 """`tf-fsm doctor`: is the configured agent CLI there, which version, what exactly would a phase
-run, and which settings can it not map (a thinking level the CLI lacks, a foreign provider)."""
+run, and which settings can it not map (a thinking level the CLI lacks, a foreign provider);
+and a warning per required quality gate whose failure tf_fsm cannot judge test by test."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tf_fsm.executors.base import Invocation
 from tf_fsm.executors.command import CommandExecutor
 from tf_fsm.executors.presets import preset as preset_named
 from tf_fsm.process.door import parent_death, run_process, tail
+from tf_fsm.settings.gate_reports import whole_gate_warnings
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.redact import Redactor
 
@@ -33,6 +35,8 @@ class Diagnosis:
     commands: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # settings the CLI cannot take
     notes: list[str] = field(default_factory=list)
+    #: what works, but not as a user may expect (the exit code stays as it is)
+    warnings: list[str] = field(default_factory=list)
     error: str | None = None  # why no phase could run at all
 
     @property
@@ -51,14 +55,13 @@ class Diagnosis:
             "commands": self.commands,
             "problems": self.problems,
             "notes": self.notes,
+            "warnings": self.warnings,
             "error": self.error,
             "exitCode": self.exit_code,
         }
 
 
-def _invocations(
-    root: Path, settings: LoadedSettings, cwd: Path
-) -> list[tuple[int, Invocation]]:
+def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[int, Invocation]]:
     """One invocation per phase and role, on attempts 1, 2 and 3 (escalation changes models),
     as an agent working in `cwd` (the project root, or a ticket's worktree) is given them."""
     ticket_dir = knowledge_dir(root, settings) / "tickets" / SAMPLE_TICKET
@@ -109,7 +112,7 @@ def _version(argv: list[str], root: Path) -> tuple[str | None, str | None]:
 
 def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
     conf = settings.settings.executor
-    diag = Diagnosis(conf.kind, conf.preset)
+    diag = Diagnosis(conf.kind, conf.preset, warnings=whole_gate_warnings(settings.workflow))
     if conf.kind != "command":
         diag.notes.append(f'executor.kind is "{conf.kind}": no agent CLI to check')
         return diag

@@ -207,6 +207,7 @@ def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
     with workflow.enableQualityGate false too, reported only. Empty when none are set."""
     from tf_fsm.engine.attempt_gates import feedback_possible
     from tf_fsm.engine.gates import argv_of, cwd_of, max_retries, start_problem
+    from tf_fsm.settings.gate_reports import whole_gate_warning
 
     wf, root = runner.wf, runner.run_.root
     if not wf.qualityGates:
@@ -225,8 +226,10 @@ def gate_plan(runner: PhaseRunner) -> dict[str, Any]:
             ),
             "timeoutSeconds": gate.timeoutSeconds,
             "cannotStart": start_problem(gate, root),
+            # its failure is never judged pre-existing: no report (docs/gates.md)
+            "baselineWarning": whole_gate_warning(wf, index),
         }
-        for gate in wf.qualityGates
+        for index, gate in enumerate(wf.qualityGates)
     ]
     return {"qualityGates": gates}
 

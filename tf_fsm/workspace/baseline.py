@@ -2,11 +2,14 @@
 quality gate run once on a base commit, as committed, cached by the commit's sha; and the one
 rule that judges a ticket's failing gate against it.
 
-A gate that already fails on the base (a test that was broken before the ticket began) does
-not block the ticket: only what the ticket makes worse does. The base result is computed in a
+A test that already fails on the base (broken before the ticket began) does not block the
+ticket: only what the ticket makes worse does. That is judged test by test, from a JUnit
+report of each side: a failing gate without a report on both sides blocks, even when it fails
+on the base too (its failure there may hide a new one). The base result is computed in a
 detached worktree of the commit under `.tf/ralph/baseline/<sha>/`, one process at a time per
 commit (a flock), and kept in `.tf/ralph/baseline/<sha>.json`, keyed per gate by a digest of
-what makes its result (command, cwd, junitXml, timeout), so a changed gate runs again.
+what makes its result (command, cwd, junitXml, timeout, the report tf_fsm asks pytest for), so
+a changed gate runs again.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ from tf_fsm._json_input import load_json
 from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.fs.atomic import atomic_write_json, exclusive, make_dirs
 from tf_fsm.fs.confine import check_within
+from tf_fsm.settings.gate_reports import asks_for_report
 from tf_fsm.settings.load import QualityGate
 from tf_fsm.workspace.git import Git
 from tf_fsm.workspace.locks import worktree_registry
 
-CACHE_VERSION = 1
+#: 2: a gate without junitXml is run on the base with the report tf_fsm asks pytest for (a
+#: version 1 file holds whole-gate results, which no longer judge anything)
+CACHE_VERSION = 2
 #: a cache file larger than this is not read (a report of every test of a huge suite is less)
 MAX_CACHE_BYTES = 256 * 1024 * 1024
 #: how many test names a note lists before it says how many more there are
@@ -75,7 +81,8 @@ def baseline_dir(root: Path) -> Path:
 
 def gate_digest(gate: QualityGate) -> str:
     """What makes a gate's result on a commit: a change to any of it runs the gate again."""
-    key = [gate.command, gate.cwd, gate.junitXml, gate.timeoutSeconds]
+    asked = "PYTEST_ADDOPTS --junitxml" if asks_for_report(gate) else None
+    key = [gate.command, gate.cwd, gate.junitXml, gate.timeoutSeconds, asked]
     return hashlib.sha256(json.dumps(key).encode("utf-8")).hexdigest()
 
 
@@ -140,9 +147,12 @@ def load_cache(cache: Path, sha: str) -> tuple[Entries, str | None]:
         return {}, None
     except (OSError, ValueError) as exc:
         return {}, f"cannot be read ({exc})"
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and version != CACHE_VERSION:
+        return {}, f"is of another cache version ({version}, not {CACHE_VERSION})"
     ok = (
         isinstance(data, dict)
-        and data.get("version") == CACHE_VERSION
+        and version == CACHE_VERSION
         and data.get("sha") == sha
         and isinstance(data.get("gates"), dict)
     )
@@ -336,10 +346,14 @@ class Judged:
     note: str = ""
 
 
-def judge(ticket: tuple[bool, frozenset[str] | None], base: BaseResult | None) -> Judged:
+def judge(
+    ticket: tuple[bool, frozenset[str] | None], base: BaseResult | None, hint: str = ""
+) -> Judged:
     """Does a ticket's gate result block, given the gate's result on the base commit? Only
-    what the ticket makes worse does (docs/gates.md): with a JUnit report on both sides, a
-    test failing here that did not fail on the base; without, a gate that passed there."""
+    what the ticket makes worse does (docs/gates.md), and that is told test by test: with a
+    JUnit report on both sides, a test failing here that did not fail on the base. A failure
+    no report on both sides explains blocks, even when the gate fails on the base too: the
+    old failure may hide a new one. `hint`: how to give the gate a report, for that note."""
     passed, failing = ticket
     if passed:
         return Judged(False)
@@ -355,12 +369,27 @@ def judge(ticket: tuple[bool, frozenset[str] | None], base: BaseResult | None) -
             return Judged(True, new_failures=new, note=f"{_tests(len(new))} failing that {said}")
         said = f"failed on the base commit {short} too: {names_of(failing)}"
         return Judged(False, preexisting=True, note=f"all {_tests(len(failing))} {said}")
-    if failing == frozenset() and base.failing_tests:
-        return Judged(True, note=f"it fails with no failing test, unlike the base commit {short}")
     if base.passed:
         return Judged(True, note=f"it passes on the base commit {short}")
-    why = f"fails on the base commit {short} too ({base.summary})"
-    return Judged(False, preexisting=True, note=why)
+    if failing == frozenset() and base.failing_tests:
+        return Judged(True, note=f"it fails with no failing test, unlike the base commit {short}")
+    return Judged(True, note=_unexplained(failing, base, hint))
+
+
+def _unexplained(failing: frozenset[str] | None, base: BaseResult, hint: str) -> str:
+    """The note of a gate failing on the base too, without the reports that would tell its
+    failures apart."""
+    if failing == frozenset():  # the failure is not a failing test: a crash, a threshold
+        why = "its report names no failing test, so its failure cannot be compared test by test"
+    elif failing is None and base.failing_tests is None:
+        why = "neither run wrote a JUnit report, so tf_fsm cannot tell which tests fail anew"
+    elif failing is None:
+        why = "this run wrote no JUnit report, so tf_fsm cannot tell which tests fail anew"
+    else:
+        why = "the base run wrote no JUnit report, so tf_fsm cannot tell which tests fail anew"
+    said = f"it fails on the base commit {base.sha[:12]} too ({base.summary}), but {why}"
+    rule = "a failure is never pre-existing without a report on both sides"
+    return f"{said}: {rule}" + (f"; {hint}" if hint else "")
 
 
 def _tests(n: int) -> str:
