@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -163,31 +162,6 @@ def test_stale_locks_are_cleared_and_hooks_do_not_run(ws: Workspace) -> None:
     assert sha is not None and not (own / "index.lock").exists()
     assert not branch_lock.exists()
     assert git(ws.root, "rev-parse", "tf/pt-1") == sha
-
-
-def test_the_worktrees_own_stale_lock_is_cleared_while_git_runs_elsewhere(
-    ws: Workspace,
-) -> None:
-    """Another worker's git at the root (where `git worktree add` runs) does not hold the
-    ticket worktree's own index.lock; a git running in the worktree might, and keeps it."""
-    own = Path(git(ws.tree, "rev-parse", "--absolute-git-dir"))
-    write(ws, "src/app.py", "v2\n")
-    for where in (ws.root, ws.tree):  # a git that waits on its stdin, in `where`
-        lingering = subprocess.Popen(
-            ["git", "cat-file", "--batch"], cwd=where, stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            (own / "index.lock").write_text("")
-            if where == ws.root:
-                assert checkpoint(ws, "implement", {}) is not None
-                assert not (own / "index.lock").exists()
-            else:
-                with pytest.raises(GitError, match=r"index\.lock"):
-                    checkpoint(ws, "fix", {})
-                assert (own / "index.lock").exists()
-        finally:
-            lingering.communicate()
 
 
 def test_a_trailer_key_git_cannot_read_is_refused(ws: Workspace) -> None:
