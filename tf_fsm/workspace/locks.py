@@ -33,7 +33,7 @@ _POLL_SECONDS = 0.02
 @contextmanager
 def worktree_registry(common: Path) -> Iterator[None]:
     """Take turns with every other tf-fsm process on git's worktree registry (a flock on
-    `<common git dir>/tf-fsm-worktrees.flock`; not named `*.lock`, which `stale_locks` takes
+    `<common git dir>/tf-fsm-worktrees.flock`; not named `*.lock`, which `lock_files` takes
     for git's own). `git worktree add` makes its registry entry before it writes the entry's
     `locked` and `gitdir` files, and a `git worktree prune` or `remove` run by another worker
     in that instant deletes the entry under it ("could not open .../locked"): the workers of a
@@ -84,15 +84,13 @@ def repository_trees(common: Path, root: Path, *more: Path) -> list[Path]:
     return [root, common, *more, *registered]
 
 
-def stale_locks(
-    git_dirs: Sequence[Path], refs: Iterable[str] = (), common: Path | None = None
-) -> list[Path]:
+def lock_files(common: Path, git_dirs: Sequence[Path], refs: Iterable[str] = ()) -> list[Path]:
     """git's lock files present in `git_dirs`: every `*.lock` at the top of each (index.lock,
     HEAD.lock, the pseudo-refs a merge or rebase writes, packed-refs.lock...), and those of
     the `refs` named (e.g. `refs/heads/tf/pt-1`, or `refs/tf/pt-1` for every lock under it;
-    `packed-refs`), which live in the `common` directory."""
+    `packed-refs`), which live in the `common` git directory."""
     found = {lock for d in git_dirs for lock in d.glob("*.lock")}
-    for ref in refs if common is not None else ():
+    for ref in refs:
         path = common / ref
         found.add(path.with_name(path.name + ".lock"))
         if path.is_dir():
@@ -104,7 +102,7 @@ def clear_stale_locks(
     common: Path, root: Path, git_dirs: Sequence[Path], refs: Iterable[str] = (),
     *, tree: Path | None = None, patience: float = PATIENCE_SECONDS,
 ) -> list[str]:  # fmt: skip
-    """Remove the lock files of `git_dirs` and `refs` (see `stale_locks`) that a git no longer
+    """Remove the lock files of `git_dirs` and `refs` (see `lock_files`) that a git no longer
     running left; what was removed, as notes to show. The repository is the one whose common
     git directory is `common` and whose main tree is `root` (`tree`: a worktree that may not
     be registered yet). When a lock is there while some git runs in the repository, the
@@ -112,7 +110,7 @@ def clear_stale_locks(
     meanwhile was a live git's, and is left alone."""
     if not Path("/proc/self").exists():
         return []  # no way to see the running gits: a lock may be anybody's
-    pinned = _pin(stale_locks(git_dirs, refs, common))
+    pinned = _pin(lock_files(common, git_dirs, refs))
     try:
         deadline = time.monotonic() + patience
         while True:
@@ -120,7 +118,7 @@ def clear_stale_locks(
                 os.close(pinned.pop(path))  # released, or replaced: a live git's
             if not pinned:
                 return []
-            if not git_processes_in(repository_trees(common, root, *filter(None, [tree]))):
+            if not git_processes_in(repository_trees(common, root, *([tree] if tree else []))):
                 return _remove_unchanged(common, pinned)
             if time.monotonic() >= deadline:
                 return []
