@@ -268,6 +268,29 @@ def test_reset_to_keeps_the_old_tip_and_the_uncommitted_work(ws: Workspace) -> N
     assert reset_to(ws, start, keep_as="attempt-1") is None
 
 
+def test_an_edit_in_the_same_instant_as_the_checkpoint_is_kept_by_a_rollback(
+    ws: Workspace,
+) -> None:
+    """An edit of the same size made in the clock tick of the checkpoint's index write looks
+    unchanged by its stat data: git re-reads such a file because it is not older than the
+    index ("racily clean"). The temporary index that keeps uncommitted work must say the same
+    age, or the edit is missed, and the rollback's reset then drops it. The tick is made
+    here by setting the times, as the file system's clock would."""
+    start = head(ws)
+    tick = time.time_ns() - 10**9
+    app = write(ws, "src/app.py", "v2\n")
+    os.utime(app, ns=(tick, tick))
+    blocked = str(checkpoint(ws, "implement", {}))
+    own = Path(git(ws.tree, "rev-parse", "--absolute-git-dir"))
+    os.utime(own / "index", ns=(tick, tick))  # the checkpoint wrote its index in that tick
+    write(ws, "src/app.py", "v3\n")  # and the agent's next edit came in it too
+    os.utime(app, ns=(tick, tick))
+    reset_to(ws, start, keep_as="attempt-1")
+    kept = "refs/tf/pt-1/attempt-1-uncommitted"
+    assert git(ws.root, "show", f"{kept}:src/app.py") == "v3"
+    assert git(ws.root, "rev-parse", f"{kept}^") == blocked
+
+
 def test_reset_to_moves_only_the_tickets_own_branch(ws: Workspace) -> None:
     git(ws.tree, "checkout", "-q", "--detach")
     with pytest.raises(WorkspaceError, match="does not have the branch tf/pt-1 checked out"):

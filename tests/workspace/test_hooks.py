@@ -119,3 +119,24 @@ def test_a_refusing_pre_merge_commit_hook_undoes_the_merge(repo: Path) -> None:
     assert git(repo, "rev-parse", "main") == base
     assert not (repo / ".git" / "MERGE_HEAD").exists()
     assert [name for name, _ in hooks_run(log_of(repo))] == []  # refused before the commit
+
+
+def test_settings_given_to_git_in_the_environment_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A core.hooksPath the user gives every git in the environment (GIT_CONFIG_COUNT): tf_fsm
+    adds its own setting after it, so its bookkeeping runs no hook and the merge commit runs
+    the hooks of the user's directory."""
+    isolate(monkeypatch)
+    repo = init_repo(tmp_path / "repo", {"src/app.py": "v1\n", TK_FILE: "status: open\n"})
+    log = tmp_path / "hooks.log"
+    logging_hooks(tmp_path / "env-hooks", log)
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.hooksPath")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(tmp_path / "env-hooks"))
+    ws, _ = ensure(repo, settings_from_dict({}), "pt-1", "main")
+    edit(ws, "v2\n")
+    assert checkpoint(ws, "implement", {}) is not None
+    assert hooks_run(log) == []
+    merge(ws, strategy="squash", message="Merge pt-1", tk_file=TK_FILE, tk_text="closed\n")
+    assert hooks_run(log) == [(name, str(repo)) for name in COMMIT_HOOKS]

@@ -9,6 +9,7 @@ files copied into the worktree from the project root (`Workspace.copied`).
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,8 +37,8 @@ def checkpoint(ws: Workspace, message: str, trailers: Mapping[str, str]) -> str 
     """Commit every change in the worktree (new, modified, deleted, renamed files) on the
     ticket's branch, except the bookkeeping and copied paths; the new commit's sha, or None
     when nothing changed. A merge in progress in the worktree is completed by the commit.
-    No hook runs (workspace.git): a checkpoint is tf_fsm's own record, the project's checks
-    are the gates."""
+    It runs no hook (git.Git): a checkpoint is tf_fsm's own record, the project's checks are
+    the gates."""
     git = ws.git
     own, _common = _clear_locks(ws)
     merging = (own / "MERGE_HEAD").exists()
@@ -115,6 +116,9 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     index = own / _ASIDE_INDEX
     try:
         # Start from the worktree's own index: its stat data spares hashing every file again.
+        # Its age goes with it (taken first: an index written meanwhile only looks older):
+        # git re-reads each file not older than the index, whose stat data cannot tell.
+        age = (own / "index").stat()
         data: bytes | None = (own / "index").read_bytes()
     except FileNotFoundError:
         data = None
@@ -124,6 +128,7 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
             aside.run("read-tree", "HEAD")
         else:
             atomic_write_bytes(index, data, within=own, durable=False)
+            os.utime(index, ns=(age.st_atime_ns, age.st_mtime_ns))
         if not stage(aside, excluded(ws), keep_bookkeeping=False):
             return None
         tree = aside.out("write-tree")
@@ -202,7 +207,7 @@ def on_branch(git: Git, own: Path, branch: str) -> bool:
 
 def _clear_locks(ws: Workspace) -> tuple[Path, Path]:
     """The worktree's own git directory and the common one, after removing the lock files a
-    killed git left in the worktree's and on the ticket's refs."""
+    killed git left there and on the ticket's refs (`clear_locks`)."""
     own, common = ws.git.dirs()
     clear_locks(common, [own], ws.root, ws.tree, ws.branch, ws.ticket_id)
     return own, common

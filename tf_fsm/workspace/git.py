@@ -62,7 +62,7 @@ class Git:
         """`git <args>` in `cwd`; raises GitError when it fails and `check` is set."""
         full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
         if not self.hooks:
-            full_env.update(without_hooks(full_env))
+            full_env.update(_without_hooks(full_env))
         result = run_process(
             ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout
         )
@@ -119,7 +119,7 @@ class Git:
         }  # fmt: skip
 
 
-def without_hooks(env: Mapping[str, str]) -> dict[str, str]:
+def _without_hooks(env: Mapping[str, str]) -> dict[str, str]:
     """What turns every hook off for a git run with `env`: core.hooksPath set to `NO_HOOKS`
     as one more command-line setting (GIT_CONFIG_COUNT, git 2.31+), after any the user set
     there. A setting of the command, never of a config file."""
