@@ -9,6 +9,10 @@ any working tree of the repository (a git holding it then would have been seen),
 still the same file (held open from before, so that its inode cannot be reused) when it is
 removed. A new git cannot take a lock file that exists, so the file seen before that instant
 can only be the dead git's.
+
+The locks an operation's git commands take are swept before it, not once a command failed on
+one: a rebase or a merge that met a stale lock half-way would stop half-done. The sweep costs
+a look at a few paths when there is no lock, which is nearly always.
 """
 
 from __future__ import annotations
