@@ -65,3 +65,29 @@ def status(cwd: Path) -> str:
 def branches(cwd: Path, pattern: str = "*") -> list[str]:
     out = git(cwd, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{pattern}")
     return out.splitlines()
+
+
+#: every hook git runs on a local repository's client side (githooks(5)), server hooks left out
+CLIENT_HOOKS = (
+    "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "pre-merge-commit",
+    "prepare-commit-msg", "commit-msg", "post-commit", "pre-rebase", "post-checkout",
+    "post-merge", "pre-push", "pre-auto-gc", "post-rewrite", "reference-transaction",
+    "post-index-change",
+)  # fmt: skip
+
+
+def logging_hooks(hooks: Path, log: Path) -> None:
+    """Every client hook in the directory `hooks`, each appending `<name> <its directory>` to
+    `log` and letting git go on; reference-transaction only for the transaction's end."""
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in CLIENT_HOOKS:
+        only = '[ "$1" = committed ] || exit 0\n' if name == "reference-transaction" else ""
+        script = f'#!/bin/sh\n{only}echo "{name} $(pwd)" >> "{log}"\nexit 0\n'
+        (hooks / name).write_text(script, encoding="utf-8")
+        (hooks / name).chmod(0o755)
+
+
+def hooks_run(log: Path) -> list[tuple[str, str]]:
+    """(hook, directory) of each hook run that `logging_hooks` logged, in order."""
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    return [(name, where) for name, _, where in (ln.partition(" ") for ln in lines)]

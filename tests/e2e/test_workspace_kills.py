@@ -311,19 +311,24 @@ def test_sigkill_at_a_random_instant_of_a_workspace_operation_loses_and_repeats_
     assert hit, f"no trial was killed during the {target}: " + "; ".join(map(str, trials))
 
 
-#: a prepare-commit-msg hook of the person's, which git runs when a rebase commits a pick it
-#: has applied and staged: the first time, it says so (`held`) and waits until its git is
-#: gone or a zombie (a killed run's git is reaped by nobody here), then says so (`held.gone`)
+#: the person's signing program (gpg.program, with commit.gpgSign): git runs it as it makes a
+#: commit object, so while a rebase commits a pick it has applied and staged (tf_fsm's git
+#: runs no hook, and its configuration is the person's). The first time in a rebase it says
+#: so (`held`) and waits until its git is gone or a zombie (a killed run's git is reaped by
+#: nobody here), then says so (`held.gone`); else it signs as gpg would, in form
 HOLD_REBASE_PICK = """#!/bin/sh
-[ -d "$(git rev-parse --git-dir)/rebase-merge" ] || exit 0
-[ -e "{held}" ] && exit 0
-echo "$(pwd)" > "{held}"
-while :; do
-    case "$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null)" in ""|Z|X) break;; esac
-    sleep 0.02
-done
-echo gone > "{held}.gone"
-exit 1
+if [ -d "$(git rev-parse --git-dir)/rebase-merge" ] && [ ! -e "{held}" ]; then
+    echo "$(pwd)" > "{held}"
+    while :; do
+        case "$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null)" in ""|Z|X) break;; esac
+        sleep 0.02
+    done
+    echo gone > "{held}.gone"
+    exit 1
+fi
+cat > /dev/null
+printf '\\n[GNUPG:] SIG_CREATED D 1 8 00 0 0\\n' >&2
+printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nnot a signature\\n-----END PGP SIGNATURE-----\\n'
 """
 
 
@@ -335,9 +340,11 @@ def test_a_kill_between_the_rebases_pick_and_its_commit_is_undone_by_the_rerun(
     rerun undoes its own killed rebase and merges the ticket, once."""
     proj.create(["pt-1"], {"workspace": {"mode": "worktree"}})
     held = proj.sync / "held"
-    hook = proj.root / ".git" / "hooks" / "prepare-commit-msg"
-    hook.write_text(HOLD_REBASE_PICK.replace("{held}", str(held)), encoding="utf-8")
-    hook.chmod(0o755)
+    signer = proj.sync / "sign"
+    signer.write_text(HOLD_REBASE_PICK.replace("{held}", str(held)), encoding="utf-8")
+    signer.chmod(0o755)
+    git(proj.root, "config", "commit.gpgSign", "true")
+    git(proj.root, "config", "gpg.program", str(signer))
     proj.plan(
         edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = 1"}],
         pause=[{"phase": "implement", "touch": str(proj.sync / "reached-{ticket}"),

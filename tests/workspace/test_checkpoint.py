@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -165,31 +164,6 @@ def test_stale_locks_are_cleared_and_hooks_do_not_run(ws: Workspace) -> None:
     assert git(ws.root, "rev-parse", "tf/pt-1") == sha
 
 
-def test_the_worktrees_own_stale_lock_is_cleared_while_git_runs_elsewhere(
-    ws: Workspace,
-) -> None:
-    """Another worker's git at the root (where `git worktree add` runs) does not hold the
-    ticket worktree's own index.lock; a git running in the worktree might, and keeps it."""
-    own = Path(git(ws.tree, "rev-parse", "--absolute-git-dir"))
-    write(ws, "src/app.py", "v2\n")
-    for where in (ws.root, ws.tree):  # a git that waits on its stdin, in `where`
-        lingering = subprocess.Popen(
-            ["git", "cat-file", "--batch"], cwd=where, stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            (own / "index.lock").write_text("")
-            if where == ws.root:
-                assert checkpoint(ws, "implement", {}) is not None
-                assert not (own / "index.lock").exists()
-            else:
-                with pytest.raises(GitError, match=r"index\.lock"):
-                    checkpoint(ws, "fix", {})
-                assert (own / "index.lock").exists()
-        finally:
-            lingering.communicate()
-
-
 def test_a_trailer_key_git_cannot_read_is_refused(ws: Workspace) -> None:
     write(ws, "src/app.py", "v2\n")
     with pytest.raises(ValueError, match="trailer key"):
@@ -292,6 +266,29 @@ def test_reset_to_keeps_the_old_tip_and_the_uncommitted_work(ws: Workspace) -> N
     assert (ws.tree / "src" / "app.py").read_text() == "v1\n"
     assert_left_alone(ws)
     assert reset_to(ws, start, keep_as="attempt-1") is None
+
+
+def test_an_edit_in_the_same_instant_as_the_checkpoint_is_kept_by_a_rollback(
+    ws: Workspace,
+) -> None:
+    """An edit of the same size made in the clock tick of the checkpoint's index write looks
+    unchanged by its stat data: git re-reads such a file because it is not older than the
+    index ("racily clean"). The temporary index that keeps uncommitted work must say the same
+    age, or the edit is missed, and the rollback's reset then drops it. The tick is made
+    here by setting the times, as the file system's clock would."""
+    start = head(ws)
+    tick = time.time_ns() - 10**9
+    app = write(ws, "src/app.py", "v2\n")
+    os.utime(app, ns=(tick, tick))
+    blocked = str(checkpoint(ws, "implement", {}))
+    own = Path(git(ws.tree, "rev-parse", "--absolute-git-dir"))
+    os.utime(own / "index", ns=(tick, tick))  # the checkpoint wrote its index in that tick
+    write(ws, "src/app.py", "v3\n")  # and the agent's next edit came in it too
+    os.utime(app, ns=(tick, tick))
+    reset_to(ws, start, keep_as="attempt-1")
+    kept = "refs/tf/pt-1/attempt-1-uncommitted"
+    assert git(ws.root, "show", f"{kept}:src/app.py") == "v3"
+    assert git(ws.root, "rev-parse", f"{kept}^") == blocked
 
 
 def test_reset_to_moves_only_the_tickets_own_branch(ws: Workspace) -> None:

@@ -9,6 +9,7 @@ files copied into the worktree from the project root (`Workspace.copied`).
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +37,8 @@ def checkpoint(ws: Workspace, message: str, trailers: Mapping[str, str]) -> str 
     """Commit every change in the worktree (new, modified, deleted, renamed files) on the
     ticket's branch, except the bookkeeping and copied paths; the new commit's sha, or None
     when nothing changed. A merge in progress in the worktree is completed by the commit.
-    `--no-verify`: a checkpoint is tf_fsm's own record, the project's checks are the gates."""
+    It runs no hook (git.Git): a checkpoint is tf_fsm's own record, the project's checks are
+    the gates."""
     git = ws.git
     own, _common = _clear_locks(ws)
     merging = (own / "MERGE_HEAD").exists()
@@ -46,7 +48,7 @@ def checkpoint(ws: Workspace, message: str, trailers: Mapping[str, str]) -> str 
     _require_branch(ws, own, "commit a checkpoint")
     text = commit_message(message, ws.ticket_id, trailers)
     git.run(
-        "commit", "--no-verify", "--quiet", "--cleanup=whitespace", "-F", "-",
+        "commit", "--quiet", "--cleanup=whitespace", "-F", "-",
         stdin=text, env=git.commit_env(),
     )  # fmt: skip
     return head(ws)
@@ -114,6 +116,9 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     index = own / _ASIDE_INDEX
     try:
         # Start from the worktree's own index: its stat data spares hashing every file again.
+        # Its age goes with it (taken first: an index written meanwhile only looks older):
+        # git re-reads each file not older than the index, whose stat data cannot tell.
+        age = (own / "index").stat()
         data: bytes | None = (own / "index").read_bytes()
     except FileNotFoundError:
         data = None
@@ -123,6 +128,7 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
             aside.run("read-tree", "HEAD")
         else:
             atomic_write_bytes(index, data, within=own, durable=False)
+            os.utime(index, ns=(age.st_atime_ns, age.st_mtime_ns))
         if not stage(aside, excluded(ws), keep_bookkeeping=False):
             return None
         tree = aside.out("write-tree")
@@ -201,24 +207,24 @@ def on_branch(git: Git, own: Path, branch: str) -> bool:
 
 def _clear_locks(ws: Workspace) -> tuple[Path, Path]:
     """The worktree's own git directory and the common one, after removing the lock files a
-    killed git left in them."""
+    killed git left there and on the ticket's refs (`clear_locks`)."""
     own, common = ws.git.dirs()
     clear_locks(common, [own], ws.root, ws.tree, ws.branch, ws.ticket_id)
     return own, common
 
 
 def clear_locks(
-    common: Path, own_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str,
+    common: Path, git_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str,
     more_refs: Sequence[str] = (),
 ) -> list[str]:  # fmt: skip
-    """`clear_stale_locks` of the repository and the ticket's own refs (its branch, moved by
-    every checkpoint, its refs/tf/<id>/ refs, and `more_refs`), and of the ticket worktree's
-    own git directories `own_dirs`. Those hold the worktree's index.lock, which only a git
-    running in the worktree takes: they are cleared whatever runs at the root, where the
-    other workers' git commands run all the time."""
-    refs = [f"refs/heads/{branch}", f"refs/tf/{ticket_id}", *more_refs]
-    notes = clear_stale_locks([common], [root, tree], refs)
-    return notes + clear_stale_locks(own_dirs, [tree])
+    """`clear_stale_locks` of the git directories `git_dirs` (the ticket worktree's own; the
+    common one, which holds the root checkout's, only for an operation at the root), of the
+    ticket's own refs (its branch, moved by every checkpoint, and its refs/tf/<id>/ refs),
+    of `packed-refs` (a ref's deletion takes it) and of `more_refs`: the locks the
+    operation's own git commands take, so a checkpoint in a worktree never looks at the
+    root's index.lock, which the other workers' git commands there take all the time."""
+    refs = [f"refs/heads/{branch}", f"refs/tf/{ticket_id}", "packed-refs", *more_refs]
+    return clear_stale_locks(common, root, git_dirs, refs, tree=tree)
 
 
 def _ticket_refs(git: Git, prefix: str) -> dict[str, str]:

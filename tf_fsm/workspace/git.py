@@ -2,15 +2,19 @@
 
 tf_fsm uses the user's own `git`, so worktrees, rebases and merges behave exactly as the
 user's git does, with the user's configuration. It sets nothing in any git config: what a
-command needs (no prompt, no editor, C locale for the messages it parses, an identity when
-the user has none) goes in that command's environment only.
+command needs (no prompt, no editor, C locale for the messages it parses, no hooks, an
+identity when the user has none) goes in that command's environment only.
+
+The user's hooks run only where a commit of theirs would run them: the commit that merges a
+ticket into the base branch (`Git.with_hooks`, docs/workspaces.md "Hooks"). Every other
+command is tf_fsm's own bookkeeping on its own branch, worktrees and refs, and runs none.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -32,14 +36,24 @@ _QUIET_ENV = {
     "LC_ALL": "C",  # tf_fsm reads a few of git's messages (conflicts)
     "LANGUAGE": "C",
 }
+#: where tf_fsm's own git commands look for hooks (core.hooksPath): a path no file can be
+#: under, so that none is found
+NO_HOOKS = os.devnull
 
 
 @dataclass(frozen=True)
 class Git:
-    """git in one working tree (`cwd`): the project root or a ticket's worktree."""
+    """git in one working tree (`cwd`): the project root or a ticket's worktree. Its commands
+    run no hook unless `hooks` (see `with_hooks`)."""
 
     cwd: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    hooks: bool = False
+
+    def with_hooks(self) -> Git:
+        """The same git running the user's hooks: for the commit that merges a ticket into
+        its base branch, and nothing else."""
+        return replace(self, hooks=True)
 
     def run(
         self, *args: str, check: bool = True, stdin: str | None = None,
@@ -47,6 +61,8 @@ class Git:
     ) -> ProcessResult:  # fmt: skip
         """`git <args>` in `cwd`; raises GitError when it fails and `check` is set."""
         full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
+        if not self.hooks:
+            full_env.update(_without_hooks(full_env))
         result = run_process(
             ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout
         )
@@ -103,13 +119,26 @@ class Git:
         }  # fmt: skip
 
 
+def _without_hooks(env: Mapping[str, str]) -> dict[str, str]:
+    """What turns every hook off for a git run with `env`: core.hooksPath set to `NO_HOOKS`
+    as one more command-line setting (GIT_CONFIG_COUNT, git 2.31+), after any the user set
+    there. A setting of the command, never of a config file."""
+    try:
+        count = max(int(env.get("GIT_CONFIG_COUNT", "0")), 0)
+    except ValueError:
+        count = 0  # not a count: git would refuse it; this one setting replaces it
+    return {
+        "GIT_CONFIG_COUNT": str(count + 1),
+        f"GIT_CONFIG_KEY_{count}": "core.hooksPath",
+        f"GIT_CONFIG_VALUE_{count}": NO_HOOKS,
+    }
+
+
 @cache
 def _has_identity(cwd: Path, env: tuple[tuple[str, str], ...]) -> bool:
     git = Git(cwd, dict(env))
     named = "GIT_AUTHOR_NAME" in os.environ or git.run("config", "user.name", check=False).stdout
-    mailed = "GIT_AUTHOR_EMAIL" in os.environ or git.run(
-        "config", "user.email", check=False
-    ).stdout
+    mailed = "GIT_AUTHOR_EMAIL" in os.environ or git.run("config", "user.email", check=False).stdout
     return bool(named and mailed)
 
 

@@ -269,12 +269,17 @@ def _begin(job: _Job, git: Git) -> None:
 
 
 def _conclude(job: _Job, git: Git, own: Path) -> str:
-    """Write and stage the tk file and commit (the user's hooks run); the new commit."""
+    """Write and stage the tk file and commit, with the user's hooks (docs/workspaces.md,
+    "Hooks"); the new commit. A merge commit's `pre-merge-commit` hook is run first, as `git
+    merge` runs it before a merge commit it makes itself (`git commit` does not)."""
     if job.strategy == "squash":  # so that a squash in progress is known as this merge's
         atomic_write_text(own / "SQUASH_MSG", job.text, within=own)
     atomic_write_text(git.cwd / job.tk_file, job.tk_text, within=git.cwd)
     git.run("add", "--", *literal([job.tk_file]))
-    git.run(
+    users = git.with_hooks()
+    if job.strategy == "merge":
+        users.run("hook", "run", "--ignore-missing", "pre-merge-commit")
+    users.run(
         "commit", "--quiet", "--allow-empty", "--cleanup=whitespace", "-F", "-",
         stdin=job.text, env=git.commit_env(),
     )  # fmt: skip

@@ -48,8 +48,9 @@ def recover(ws: Workspace) -> Recovered:
     tree = ws.tree.is_dir()
     own, common = (ws.git if tree else ws.root_git).dirs()
     base = [f"refs/heads/{ws.base_branch}"]
-    owns = [own] if tree else []
-    notes = clear_locks(common, owns, ws.root, ws.tree, ws.branch, ws.ticket_id, base)
+    # the common directory holds the locks of the base branch's checkout at the root
+    dirs = [common, own] if tree else [common]
+    notes = clear_locks(common, dirs, ws.root, ws.tree, ws.branch, ws.ticket_id, base)
     kept = None
     if tree:
         aborted, kept = abort_rebase(ws, own)

@@ -34,7 +34,7 @@ from tf_fsm.workspace.agent_files import (
 )
 from tf_fsm.workspace.checkpoint import clear_locks, keep_uncommitted, on_branch, save_ref
 from tf_fsm.workspace.git import Git, rebase_in_progress, require_repository
-from tf_fsm.workspace.locks import git_processes_in, worktree_registry
+from tf_fsm.workspace.locks import git_processes_in, registered_tree, worktree_registry
 from tf_fsm.workspace.merge import merge_of
 from tf_fsm.workspace.model import (
     Workspace,
@@ -217,9 +217,7 @@ def _registry(common: Path) -> list[_Entry]:
         return []
     entries = []
     for admin in admins:
-        gitdir = (read_if_present(admin / "gitdir") or "").strip()
-        tree = Path(os.path.realpath(admin / gitdir)).parent if gitdir else None
-        entries.append(_Entry(admin, tree, read_if_present(admin / "locked")))
+        entries.append(_Entry(admin, registered_tree(admin), read_if_present(admin / "locked")))
     return entries
 
 
