@@ -83,19 +83,33 @@ def test_markers_left_are_refused_and_a_resolution_carries_the_rebase_on(ws: Wor
     base = on_main(ws, {"app.py": "A = 'main'\n"})
     rebased = rebase_onto_base(ws, stop=True)
 
-    left = carry_on(ws, base, ["app.py"])
+    left = carry_on(ws, rebased.stopped, base, ["app.py"])
     assert left.problem is not None and left.problem.startswith(
         "conflict markers are left in app.py (line 1, 3, 5)"
     )
 
     (ws.tree / "app.py").write_text("A = 'main and branch'\n", encoding="utf-8")
-    done = carry_on(ws, base, ["app.py"])
+    done = carry_on(ws, rebased.stopped, base, ["app.py"])
 
     assert done.problem is None and done.stop is None and done.tip is not None
     assert git(ws.root, "rev-parse", "tf/pt-1") == done.tip
     assert parents(ws.root, done.tip) == [base]
     assert show(ws.root, "tf/pt-1:app.py") == "A = 'main and branch'\n"
     assert keeps_the_ticket(ws, base, rebased.old_tip + "^", rebased.old_tip)
+
+
+def test_a_modify_delete_left_as_git_left_it_is_not_a_resolution(ws: Workspace) -> None:
+    work(ws, {"lib.py": "X = 'branch'\n"})
+    base = on_main(ws, {"lib.py": None})
+    rebased = rebase_onto_base(ws, stop=True)
+    assert rebased.stopped is not None
+
+    untouched = carry_on(ws, rebased.stopped, base, ["lib.py"])
+    assert untouched.problem == "lib.py (modify/delete) left as git left it at the conflict"
+
+    git(ws.tree, "add", "lib.py")  # the resolver decided: the ticket's change stays
+    kept = carry_on(ws, rebased.stopped, base, ["lib.py"])
+    assert kept.tip is not None and show(ws.root, "tf/pt-1:lib.py") == "X = 'branch'\n"
 
 
 def test_a_rebase_that_stops_twice_is_carried_on_twice(ws: Workspace) -> None:
@@ -106,12 +120,12 @@ def test_a_rebase_that_stops_twice_is_carried_on_twice(ws: Workspace) -> None:
     assert rebased.stopped is not None and rebased.stopped.paths == ["app.py"]
 
     (ws.tree / "app.py").write_text("A = 'main, one'\n", encoding="utf-8")
-    again = carry_on(ws, base, ["app.py"])
+    again = carry_on(ws, rebased.stopped, base, ["app.py"])
 
     assert again.stop is not None and again.stop.paths == ["lib.py"]
     assert again.stop.subject == "second"
     (ws.tree / "lib.py").write_text("X = 'main, two'\n", encoding="utf-8")
-    done = carry_on(ws, base, ["app.py", "lib.py"])
+    done = carry_on(ws, again.stop, base, ["app.py", "lib.py"])
     assert done.tip is not None
     assert git(ws.root, "log", "--format=%s", f"{base}..tf/pt-1").split("\n") == [
         "second",
@@ -122,12 +136,12 @@ def test_a_rebase_that_stops_twice_is_carried_on_twice(ws: Workspace) -> None:
 def test_a_resolver_that_ran_git_itself_is_judged_by_what_it_left(ws: Workspace) -> None:
     work(ws, {"app.py": "A = 'branch'\n"})
     base = on_main(ws, {"app.py": "A = 'main'\n"})
-    rebase_onto_base(ws, stop=True)
+    rebased = rebase_onto_base(ws, stop=True)
     (ws.tree / "app.py").write_text("A = 'both'\n", encoding="utf-8")
     git(ws.tree, "add", "app.py")
     git(ws.tree, "rebase", "--continue")  # the resolver finished the rebase itself
 
-    done = carry_on(ws, base, ["app.py"])
+    done = carry_on(ws, rebased.stopped, base, ["app.py"])
 
     assert done.tip == git(ws.root, "rev-parse", "tf/pt-1")
     assert show(ws.root, "tf/pt-1:app.py") == "A = 'both'\n"
@@ -136,10 +150,10 @@ def test_a_resolver_that_ran_git_itself_is_judged_by_what_it_left(ws: Workspace)
 def test_a_rebase_the_resolver_abandoned_is_a_failed_resolution(ws: Workspace) -> None:
     old = work(ws, {"app.py": "A = 'branch'\n"})
     base = on_main(ws, {"app.py": "A = 'main'\n"})
-    rebase_onto_base(ws, stop=True)
+    rebased = rebase_onto_base(ws, stop=True)
     git(ws.tree, "rebase", "--abort")
 
-    done = carry_on(ws, base, ["app.py"])
+    done = carry_on(ws, rebased.stopped, base, ["app.py"])
 
     assert done.problem is not None and "the rebase did not complete" in done.problem
     assert git(ws.root, "rev-parse", "tf/pt-1") == old
@@ -151,7 +165,7 @@ def test_a_rebase_the_resolver_abandoned_is_a_failed_resolution(ws: Workspace) -
 def test_a_resolution_given_up_mid_rebase_is_kept_and_the_branch_is_back(ws: Workspace) -> None:
     old = work(ws, {"app.py": "A = 'branch'\n"})
     on_main(ws, {"app.py": "A = 'main'\n"})
-    rebase_onto_base(ws, stop=True)
+    rebased = rebase_onto_base(ws, stop=True)
     (ws.tree / "app.py").write_text("A = 'half'\n<<<<<<< left\n", encoding="utf-8")
 
     ref = set_aside(ws, "resolution-1", old)
@@ -168,9 +182,9 @@ def test_a_completed_resolution_given_up_keeps_its_tip_and_what_the_gates_left(
 ) -> None:
     old = work(ws, {"app.py": "A = 'branch'\n"})
     base = on_main(ws, {"app.py": "A = 'main'\n", "main.txt": "new on main\n"})
-    rebase_onto_base(ws, stop=True)
+    rebased = rebase_onto_base(ws, stop=True)
     (ws.tree / "app.py").write_text("A = 'both'\n", encoding="utf-8")
-    done = carry_on(ws, base, ["app.py"])
+    done = carry_on(ws, rebased.stopped, base, ["app.py"])
     (ws.tree / "coverage.out").write_text("what a gate wrote\n", encoding="utf-8")
 
     ref = set_aside(ws, "resolution-1", old)
@@ -184,9 +198,9 @@ def test_a_completed_resolution_given_up_keeps_its_tip_and_what_the_gates_left(
 def test_a_resolution_that_keeps_nothing_of_the_ticket_is_told_apart(ws: Workspace) -> None:
     old = work(ws, {"app.py": "A = 'branch'\n"})
     base = on_main(ws, {"app.py": "A = 'main'\n"})
-    rebase_onto_base(ws, stop=True)
+    rebased = rebase_onto_base(ws, stop=True)
     (ws.tree / "app.py").write_text("A = 'main'\n", encoding="utf-8")  # the base's side whole
-    done = carry_on(ws, base, ["app.py"])
+    done = carry_on(ws, rebased.stopped, base, ["app.py"])
     assert done.tip is not None
     assert not keeps_the_ticket(ws, base, f"{old}^", old)
 

@@ -108,7 +108,7 @@ def resolve(
         failure = invoke(run, attempt, call, lambda _what: None)
         if failure is not None:
             return "the resolver did not finish" if failure == WAITING else failure
-        carried = conflicts.carry_on(ws, res.onto, list(res.files))
+        carried = conflicts.carry_on(ws, stop, res.onto, list(res.files))
         if carried.problem is not None:
             return carried.problem
         if carried.stop is None:

@@ -11,6 +11,7 @@ rebase) is checked the same way: by the state it left, never by what it says.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,9 @@ class Conflict:
     kind: str  # content, modify/delete, rename/delete, add/add, ... (git's words)
     base_side: str  # what the base branch's side did to the path ("changed it", "deleted it")
     ticket_side: str  # and what the ticket's commit did
+    #: the file as git left it at the stop (sha256 of its bytes; None: absent): a path the
+    #: resolver neither changed nor staged is unresolved, even without a marker in it
+    left: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ def stop_here(ws: Workspace, result: ProcessResult) -> Stop:
         xy, path = fields[1], fields[10]
         _kind, base_side, ticket_side = UNMERGED.get(xy, ("", "changed it", "changed it"))
         kind = conflict_kind(path, xy, said_lines)
-        conflicts.append(Conflict(path, kind, base_side, ticket_side))
+        conflicts.append(Conflict(path, kind, base_side, ticket_side, _digest(ws.tree / path)))
     commit = git.rev("REBASE_HEAD") or ""
     subject = git.out("show", "--no-patch", "--format=%s", commit) if commit else ""
     text = tuple(f"CONFLICT ({kind}): {what}" for kind, what in said_lines)
@@ -102,11 +106,13 @@ def marked(ws: Workspace, paths: list[str]) -> dict[str, list[int]]:
     return found
 
 
-def carry_on(ws: Workspace, onto: str, resolved: list[str]) -> Carried:
-    """After the resolver: check the files that conflicted so far (`resolved`) hold no marker,
-    stage the tree and continue the rebase (it may stop at the next commit). A rebase the
-    resolver ended itself must have completed: the ticket's branch checked out, holding
-    `onto` (the base tip)."""
+def carry_on(ws: Workspace, stop: Stop, onto: str, resolved: list[str]) -> Carried:
+    """After the resolver: check the files that conflicted so far (`resolved`) hold no marker
+    and that none of this `stop`'s paths is left exactly as git left it (a modify/delete
+    conflict has no marker: the file git leaves is one side whole), then stage the tree and
+    continue the rebase (it may stop at the next commit). A path the resolver staged itself is
+    its decision. A rebase the resolver ended itself must have completed: the ticket's branch
+    checked out, holding `onto` (the base tip)."""
     git = ws.git
     own = git.git_dir()
     if left := marked(ws, resolved):
@@ -114,6 +120,14 @@ def carry_on(ws: Workspace, onto: str, resolved: list[str]) -> Carried:
         return Carried(problem=f"conflict markers are left in {shown}")
     if not rebase_in_progress(own):
         return _ended_by_resolver(ws, own, onto)
+    unmerged = set(paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")))
+    untouched = [
+        f"{c.path} ({c.kind})"
+        for c in stop.conflicts
+        if c.path in unmerged and _digest(ws.tree / c.path) == c.left
+    ]
+    if untouched:
+        return Carried(problem=f"{', '.join(untouched)} left as git left it at the conflict")
     stage(git, excluded(ws), keep_bookkeeping=False)
     unmerged = paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
     if unmerged:
@@ -126,6 +140,13 @@ def carry_on(ws: Workspace, onto: str, resolved: list[str]) -> Carried:
     if paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")):
         return Carried(stop=stop_here(ws, result))
     return Carried(problem=f"git rebase --continue stopped without a conflict: {said(result)}")
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if not path.is_symlink() else "link"
+    except OSError:
+        return None
 
 
 def _ended_by_resolver(ws: Workspace, own: Path, onto: str) -> Carried:
