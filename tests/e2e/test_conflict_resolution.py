@@ -143,11 +143,19 @@ def test_human_mode_runs_no_resolver(proj: Project) -> None:
     assert proj.calls(phase="resolve") == [] and proj.tf_refs() == []
 
 
+#: old.py's `A = 1`, moved into a function (unlike old.py, so git sees no rename)
+MOVED = "def a():\n    return 1\n\n\n"
+
+
 def test_a_modify_delete_conflict_is_named_and_resolved(proj: Project) -> None:
+    """pt-1 moves old.py's content to new.py; pt-2 adds to old.py. The resolver keeps both:
+    old.py stays deleted, pt-2's line goes where the content went."""
     edits = [
         {"phase": "implement", "ticket": "pt-1", "file": "old.py", "mode": "delete"},
+        {"phase": "implement", "ticket": "pt-1", "file": "new.py", "text": MOVED},
         {"phase": "implement", "ticket": "pt-2", "file": "old.py", "text": "B = 2"},
-        {"phase": "resolve", "file": "old.py", "text": "A = 1\nB = 2", "mode": "write"},
+        {"phase": "resolve", "file": "old.py", "mode": "delete"},
+        {"phase": "resolve", "file": "new.py", "text": MOVED + "B = 2", "mode": "write"},
     ]
     done = conflict_run(proj, edits, files={"old.py": "A = 1\n"})
 
@@ -156,8 +164,19 @@ def test_a_modify_delete_conflict_is_named_and_resolved(proj: Project) -> None:
     assert started["files"] == {"old.py": "modify/delete"}
     prompt = prompt_of(proj, "pt-2", "resolve-fixer-1-1")
     assert "| `old.py` | modify/delete | deleted it | changed it |" in prompt
-    assert proj.show("main:old.py") == "A = 1\nB = 2\n"
+    assert proj.show("main:new.py") == MOVED + "B = 2\n"
+    assert "old.py" not in git(proj.root, "ls-tree", "--name-only", "main").split()
     proj.assert_nothing_left()
+
+
+def test_a_modify_delete_left_as_git_left_it_is_not_resolved(proj: Project) -> None:
+    edits = [
+        {"phase": "implement", "ticket": "pt-1", "file": "old.py", "mode": "delete"},
+        {"phase": "implement", "ticket": "pt-2", "file": "old.py", "text": "B = 2"},
+    ]
+    done = conflict_run(proj, edits, files={"old.py": "A = 1\n"})
+    reason = assert_left_for_a_person(proj, done)
+    assert "old.py (modify/delete) left as git left it at the conflict" in reason, reason
 
 
 def test_a_resolution_that_fails_a_gate_is_not_merged(proj: Project) -> None:
