@@ -190,18 +190,20 @@ def figures(proj: Project) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def intended(proj: Project) -> dict[str, bool]:
-    """Each ticket's intended change, as main has it."""
-    notes = proj.show("main:src/notes.py") or ""
-    helpers = proj.show("main:src/helpers.py") or ""
-    core = proj.show("main:src/core.py") or ""
+def intended(proj: Project, ref: str = "main") -> dict[str, bool]:
+    """Each ticket's intended change, as `ref` has it (on main, a resolution's result: t4's
+    function in t3's renamed file, t6's change in t5's moved function)."""
+    notes = proj.show(f"{ref}:src/notes.py") or ""
+    helpers = proj.show(f"{ref}:src/helpers.py") or ""
+    core = proj.show(f"{ref}:src/core.py") or ""
+    legacy = proj.show(f"{ref}:src/legacy.py")
     return {
         "t1": '"from t1"' in notes,
         "t2": '"from t2"' in notes,
-        "t3": bool(helpers) and proj.show("main:src/util.py") is None,
-        "t4": "def whisper" in helpers and "return text.upper()" in helpers,
-        "t5": proj.show("main:src/legacy.py") is None and "def legacy_fn" in core,
-        "t6": 'return "new"' in core,
+        "t3": bool(helpers) and proj.show(f"{ref}:src/util.py") is None,
+        "t4": "def whisper" in (helpers or proj.show(f"{ref}:src/util.py") or ""),
+        "t5": legacy is None and "def legacy_fn" in core,
+        "t6": 'return "new"' in (core if legacy is None else legacy),
     }
 
 
@@ -251,13 +253,9 @@ def unresolving_run(tmp: Path) -> None:
     proj.cli("ralph", "--workers", "3")
     rows, fig = proj.status(), figures(proj)
     conflicted = [t for t in TICKETS if proj.events(t, "MergeRefused")]
-    lost = []
-    for tid in TICKETS:
-        if rows[tid]["state"] == "closed":
-            continue
-        theirs = proj.git("diff", "--name-only", f"main...tf/{tid}")
-        if not theirs:
-            lost.append(tid)
+    on_main = intended(proj)
+    lost = [t for t in TICKETS if rows[t]["state"] == "closed" and not on_main[t]]
+    lost += [t for t in conflicted if not intended(proj, f"tf/{t}")[t]]
     ended = all(rows[t].get("failureClass") == "merge_conflict" for t in conflicted)
     print(f"agent that cannot resolve: {json.dumps(fig)}; conflicted {conflicted}")
     ok = bool(conflicted) and ended and not lost and fig["human steps"] == len(conflicted)

@@ -165,7 +165,7 @@ def test_a_rebase_the_resolver_abandoned_is_a_failed_resolution(ws: Workspace) -
 def test_a_resolution_given_up_mid_rebase_is_kept_and_the_branch_is_back(ws: Workspace) -> None:
     old = work(ws, {"app.py": "A = 'branch'\n"})
     on_main(ws, {"app.py": "A = 'main'\n"})
-    rebased = rebase_onto_base(ws, stop=True)
+    rebase_onto_base(ws, stop=True)
     (ws.tree / "app.py").write_text("A = 'half'\n<<<<<<< left\n", encoding="utf-8")
 
     ref = set_aside(ws, "resolution-1", old)
