@@ -17,6 +17,7 @@ SUITE = [
     "bench_watch.py",
     "bench_parallel.py",
     "bench_workspace.py",
+    "bench_conflicts.py",
     "bench_convergence.py",
     "bench_ui.py",
 ]
