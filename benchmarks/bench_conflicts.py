@@ -285,34 +285,14 @@ def git_count(tmp: Path, mode: str) -> int:
     return len(log.read_text().splitlines())
 
 
-#: git conflicts on changes to adjacent lines: one unchanged line keeps them apart
-SHARED = "top\n-\nmiddle\n-\nbottom\n"
-
-
 def overlap_run(tmp: Path, avoid: bool) -> tuple[float, int, int]:
+    from tests.e2e.test_conflict_overlap import SHARED, overlap_plan
+    from tests.e2e.workspace_project import BASE_SETTINGS
+
     conf = settings({"workspace": {"mode": "worktree", "conflicts": {"avoidOverlap": avoid}}})
-    conf["workflow"]["qualityGates"] = []
-    conf["workflow"]["escalation"]["models"] = {"fixer": "strong"}
-    conf["metaModels"] = {"strong": {"model": "openai-codex/gpt-5.3-codex"}}
-    major = {
-        "severity": "Major",
-        "text": "`shared.txt:3` - wrong",
-        "id": "f1",
-        "reviewer": "reviewer-general",
-        "fixedBy": ["openai-codex/gpt-5.3-codex"],
-    }
-    agent_plan = {
-        "findings": [major],
-        "edits": [
-            {"phase": "implement", "attempt": 1, "ticket": "pt-1", "file": "shared.txt",
-             "mode": "sub", "pattern": "^top$", "text": "top by pt-1"},
-            {"phase": "implement", "attempt": 1, "ticket": "pt-2", "file": "shared.txt",
-             "mode": "sub", "pattern": "^bottom$", "text": "bottom by pt-2"},
-            {"phase": "fix", "attempt": 2, "file": "shared.txt", "mode": "sub",
-             "pattern": "^(middle.*)$", "text": "\\1, fixed by {ticket}"},
-        ],
-        "pause": [{"phase": "fix", "attempt": 2, "seconds": 0.5}],
-    }  # fmt: skip
+    conf["workflow"] = BASE_SETTINGS["workflow"]
+    conf["metaModels"] = BASE_SETTINGS["metaModels"]
+    agent_plan = overlap_plan()
     name = "apart" if avoid else "side-by-side"
     proj = Project(tmp / name / "repo", ("pt-1", "pt-2"), {"shared.txt": SHARED}, conf,
                    agent_plan)  # fmt: skip

@@ -21,12 +21,13 @@ from tests.e2e.workspace_project import STRONG, Project, overlapping
 SHARED = "top\n-\nmiddle\n-\nbottom\n"
 
 
-def overlap_plan(proj: Project) -> None:
-    major = {"severity": "Major", "text": "`shared.txt:2` - the middle is wrong",
-             "reviewer": "reviewer-general", "fixedBy": [STRONG]}  # fmt: skip
-    proj.plan(
-        findings=[{**major, "id": "f1"}],
-        edits=[
+def overlap_plan() -> dict[str, Any]:
+    """The fake agent's plan (benchmarks/bench_conflicts.py runs the same backlog)."""
+    major = {"severity": "Major", "text": "`shared.txt:3` - the middle is wrong",
+             "reviewer": "reviewer-general", "fixedBy": [STRONG], "id": "f1"}  # fmt: skip
+    return {
+        "findings": [major],
+        "edits": [
             {"phase": "implement", "attempt": 1, "ticket": "pt-1", "file": "shared.txt",
              "mode": "sub", "pattern": "^top$", "text": "top by pt-1"},
             {"phase": "implement", "attempt": 1, "ticket": "pt-2", "file": "shared.txt",
@@ -34,15 +35,15 @@ def overlap_plan(proj: Project) -> None:
             {"phase": "fix", "attempt": 2, "file": "shared.txt", "mode": "sub",
              "pattern": "^(middle.*)$", "text": "\\1, fixed by {ticket}"},
         ],
-        pause=[{"phase": "fix", "attempt": 2, "seconds": 0.5},
-               {"phase": "implement", "attempt": 1, "seconds": 0.3}],
-    )  # fmt: skip
+        "pause": [{"phase": "fix", "attempt": 2, "seconds": 0.5},
+                  {"phase": "implement", "attempt": 1, "seconds": 0.3}],
+    }  # fmt: skip
 
 
 def run_backlog(proj: Project, avoid: bool) -> dict[str, Any]:
     settings = {"workspace": {"mode": "worktree", "conflicts": {"avoidOverlap": avoid}}}
     proj.create(["pt-1", "pt-2"], settings, files={"shared.txt": SHARED})
-    overlap_plan(proj)
+    proj.plan(**overlap_plan())
     done = proj.cli("ralph", "--workers", "2")
     assert done.returncode == 0, done.stderr
     return {"stderr": done.stderr, "rows": proj.status_json()}
