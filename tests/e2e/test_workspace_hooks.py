@@ -6,7 +6,7 @@ commit merging the ticket runs hooks, at the base branch's checkout."""
 
 from __future__ import annotations
 
-from tests.e2e.workspace_project import STRONG, Project
+from tests.e2e.workspace_project import Project
 from tests.gitrepo import git, hooks_run, logging_hooks
 
 #: what the merge commit runs: pre-merge-commit (run by tf_fsm, as `git merge` would before
@@ -21,17 +21,7 @@ def test_only_the_merge_commit_runs_the_users_hooks(proj: Project) -> None:
     proj.create(["pt-1"], {"workspace": {"mode": "worktree", "rollback": "reset"}})
     log = proj.sync / "hooks.log"
     logging_hooks(proj.root / ".git" / "hooks", log)
-    major = {"id": "f1", "severity": "Major", "text": "`a.txt:1` - wrong",
-             "reviewer": "reviewer-general", "fixedBy": [STRONG]}  # fmt: skip
-    proj.plan(
-        findings=[major],
-        edits=[
-            {"phase": "implement", "file": "a.txt", "text": "implement attempt {attempt}"},
-            {"phase": "fix", "file": "a.txt", "text": "fix attempt {attempt}"},
-        ],
-        pause=[{"phase": "review", "attempt": 2, "touch": str(proj.sync / "attempt-2"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+    proj.plan_rollback()
     run = proj.start("run", "pt-1")
     proj.wait_for("attempt-2", run)
     assert hooks_run(log) == []  # the worktree, 3 checkpoints, the rollback: none

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.e2e.workspace_project import (
-    STRONG,
     Project,
     changes,
     overlapping,
@@ -162,17 +161,7 @@ def test_rollback_decides_what_the_next_attempt_starts_from(proj: Project, rollb
     settings = {"workspace": {"mode": "worktree", "rollback": rollback}}
     proj.create(["pt-1"], settings)
     initial = git(proj.root, "rev-parse", "main")
-    major = {"id": "f1", "severity": "Major", "text": "`a.txt:1` - wrong",
-             "reviewer": "reviewer-general", "fixedBy": [STRONG]}  # fmt: skip
-    proj.plan(
-        findings=[major],
-        edits=[
-            {"phase": "implement", "file": "a.txt", "text": "implement attempt {attempt}"},
-            {"phase": "fix", "file": "a.txt", "text": "fix attempt {attempt}"},
-        ],
-        pause=[{"phase": "review", "attempt": 2, "touch": str(proj.sync / "attempt-2"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+    proj.plan_rollback()
     run = proj.start("run", "pt-1")
     proj.wait_for("attempt-2", run)
     # attempt 2 runs: what its worktree holds is what it started from

@@ -109,6 +109,22 @@ class Project:
     def plan(self, **plan: Any) -> None:
         self.plan_file.write_text(json.dumps(plan, indent=2), encoding="utf-8")
 
+    def plan_rollback(self) -> None:
+        """Attempt 1 edits a.txt in implement and fix and is blocked by a Major finding only
+        the escalated fixer clears; attempt 2 pauses in its review until `go` (sync file
+        `attempt-2` says it got there)."""
+        major = {"id": "f1", "severity": "Major", "text": "`a.txt:1` - wrong",
+                 "reviewer": "reviewer-general", "fixedBy": [STRONG]}  # fmt: skip
+        self.plan(
+            findings=[major],
+            edits=[
+                {"phase": "implement", "file": "a.txt", "text": "implement attempt {attempt}"},
+                {"phase": "fix", "file": "a.txt", "text": "fix attempt {attempt}"},
+            ],
+            pause=[{"phase": "review", "attempt": 2, "touch": str(self.sync / "attempt-2"),
+                    "until": str(self.sync / "go")}],
+        )  # fmt: skip
+
     # -- running ---------------------------------------------------------------------------
 
     def env(self) -> dict[str, str]:
