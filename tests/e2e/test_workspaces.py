@@ -232,9 +232,7 @@ def _commit_meanwhile(proj: Project, gate: str) -> subprocess.Popen[str]:
     )  # fmt: skip
     run = proj.start("run", "pt-1")
     proj.wait_for("review", run)
-    (proj.root / "person.txt").write_text("a person's change\n", encoding="utf-8")
-    git(proj.root, "add", "person.txt")
-    git(proj.root, "commit", "-q", "-m", "a person's commit")
+    proj.person_commits()
     proj.go()
     run.communicate(timeout=60)
     return run
@@ -389,24 +387,6 @@ def test_parallel_keep_worktrees_keeps_worktree_and_branch_after_the_merge(
         assert merge["tip"] == tip
         assert status(worktree_of(proj, tid)) == ""
     assert status(proj.root) == ""
-
-
-def test_no_auto_merge_closes_the_ticket_on_its_kept_branch(proj: Project) -> None:
-    proj.create(["pt-1"], {"ralph": {"parallelAutoMerge": False}})
-    initial = git(proj.root, "rev-parse", "main")
-    proj.plan(edits=EDIT_OWN_FILE)
-    done = proj.cli("run", "pt-1", "--worktree")
-    assert done.returncode == 0, done.stderr
-    assert git(proj.root, "rev-parse", "main") == initial  # nothing merged
-    assert proj.tk_status("pt-1") == "closed"
-    assert proj.ticket_branches() == ["tf/pt-1"]
-    (checkpoint,) = proj.log_of("main..tf/pt-1")
-    assert checkpoint["ticket"] == "pt-1" and checkpoint["parents"] == [initial]
-    assert proj.show("tf/pt-1:pt-1.txt") == "pt-1\n"
-    assert proj.worktrees() == [(str(proj.root), "main")]
-    assert not worktree_of(proj, "pt-1").exists()
-    assert changes(proj.root) == [" M .tickets/pt-1.md"]  # closed in tk, for a person to merge
-    assert [e["event"] for e in proj.events("pt-1", "MergeStarted")] == []
 
 
 def test_shared_mode_with_two_workers_runs_in_the_projects_tree(proj: Project) -> None:

@@ -154,6 +154,13 @@ class Project:
     def go(self, name: str = "go") -> None:
         (self.sync / name).write_text("go\n", encoding="utf-8")
 
+    def person_commits(self) -> str:
+        """A person's commit of person.txt on main at the root; its sha."""
+        (self.root / "person.txt").write_text("a person's change\n", encoding="utf-8")
+        git(self.root, "add", "person.txt")
+        git(self.root, "commit", "-q", "-m", "a person's commit")
+        return git(self.root, "rev-parse", "HEAD")
+
     # -- observation -----------------------------------------------------------------------
 
     def calls(self, **match: Any) -> list[dict[str, Any]]:
