@@ -42,7 +42,7 @@ from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.reset import rebuilt, repair_and_reset
 from tf_fsm.engine.ticket_file import close_ticket
 from tf_fsm.engine.tree import SharedTree
-from tf_fsm.engine.worktree import TicketWorktree, hold_merge, left_tree, merge_facts, open_tree
+from tf_fsm.engine.worktree import hold_merge, left_tree, merge_facts, open_tree
 from tf_fsm.errors import UsageError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.confine import check_within
@@ -180,11 +180,6 @@ class TicketRun:
             self.tree = left_tree(self)  # removed by after_outcome, as after a merge
             return self.outcome(state, "already_closed", 0, LEFT_REMOVED)
         self.tree = open_tree(self) or self.tree  # an attempt runs: in the ticket's tree
-        if self.options.merge and not isinstance(self.tree, TicketWorktree):
-            raise UsageError(
-                f"{self.ticket_id}: nothing to merge: its branch is gone (its attempt waited "
-                f"for its merge); `tf-fsm run {self.ticket_id} --retry-reset` starts it again"
-            )
         if step.action == "resume" and state is not None and step.resume is not None:
             attempt, state = self._resume(state, events, step.resume)
         else:
@@ -391,11 +386,8 @@ class TicketRun:
             number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
         )
         plan = phase_plan(number, self.settings, self.options.research, resolution)
-        facts = AttemptFacts(
-            self.ticket_id,
-            attempt=number,
-            runs=frozenset(p for p, (r, _) in plan.items() if r),
-        )
+        runs = frozenset(p for p, (r, _) in plan.items() if r)
+        facts = AttemptFacts(self.ticket_id, attempt=number, runs=runs)
         facts.merges, facts.held = merge_facts(self, number)
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
         saved = context.load_saved(self.store.chain_context_path)

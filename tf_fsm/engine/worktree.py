@@ -19,6 +19,7 @@ from tf_fsm.core.next_step import merges_now
 from tf_fsm.core.resume import merge_began
 from tf_fsm.engine import mirror
 from tf_fsm.engine.accounting import attempt_events, merge_under_way
+from tf_fsm.errors import UsageError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, worktree
@@ -214,6 +215,11 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
     )
     if chosen.note:
         run.observer.note(run.ticket_id, chosen.note)
+    if not chosen.worktree and options.merge:  # `tf-fsm merge` never closes it unmerged
+        raise UsageError(
+            f"{run.ticket_id}: nothing to merge: it has no branch (its attempt waited for its "
+            f"merge); `tf-fsm run {run.ticket_id} --retry-reset` starts it again"
+        )
     if not chosen.worktree:
         return None
     _found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
