@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from tf_fsm.core.machine import (
+    AWAITING_MERGE,
     BLOCKED,
     CLOSED,
     ERROR,
@@ -33,7 +34,9 @@ def test_structure_is_valid() -> None:
     report = check_structure()
     assert report.ok, report
     assert STATES[0] == INITIAL
-    assert set(TRIGGERS) == {"start", "retry", "complete", "skip", "fail", "resume", "merged"}
+    assert set(TRIGGERS) == {
+        "start", "retry", "complete", "skip", "fail", "resume", "merge", "merged"
+    }  # fmt: skip
 
 
 def test_every_phase_has_error_edge_and_resume_back() -> None:
@@ -141,6 +144,20 @@ def test_a_passed_ticket_in_a_workspace_merges_before_it_closes() -> None:
     assert _walk(facts, ["start", *["complete"] * 6, "fail"]).state == ERROR
     facts.merges = False
     assert _walk(facts, ["start", *["complete"] * 6]).state == CLOSED
+
+
+def test_a_passed_ticket_whose_merge_waits_closes_only_through_its_merge() -> None:
+    """ralph.parallelAutoMerge off: the passed attempt waits in awaiting_merge, and its only
+    way on is `tf-fsm merge` (the `merge` trigger) into merging."""
+    facts = AttemptFacts("pt-1", gate_passed=True, held=True)
+    model = _walk(facts, ["start", *["complete"] * 6])
+    assert model.state == AWAITING_MERGE
+    for trigger in ("complete", "merged", "fail", "resume"):
+        with pytest.raises(TransitionError):
+            _walk(facts, ["start", *["complete"] * 6, trigger])
+    merged = _walk(facts, ["start", *["complete"] * 6, "merge", "merged"])
+    assert merged.state == CLOSED
+    assert [step[1] for step in merged.path[-2:]] == ["merge", "merged"]
 
 
 def test_resume_returns_to_failed_phase() -> None:

@@ -84,6 +84,28 @@ def test_only_this_attempts_events_count_and_a_resume_resets_later_phases() -> N
     assert resume_point(2, [*events, resumed], look_in(files)).phase == "research"
 
 
+def test_an_attempt_resumed_at_its_ending_stays_finished_after_it_ends_in_error() -> None:
+    """Every phase completed, the attempt resumed for its merge alone (at close, running
+    nothing), and the merge was refused: the next resume is for the merge again, not close."""
+    events = [started(), *[done(p, p) for p in PHASES]]
+    files = disk(**{p: (p, i) for i, p in enumerate(PHASES)})
+    resumed = ev.AttemptResumed(ts=TS, ticket="t", attempt=1, phase="close")
+    point = resume_point(1, [*events, resumed], look_in(files))
+    assert (point.phase, point.finished) == ("close", True)
+    # a close that was not complete is still run again
+    cut = [*events[:-1], resumed]
+    assert resume_point(1, cut, look_in(files)).finished is False
+
+
+def test_a_new_series_after_a_close_does_not_take_the_old_attempts_phases() -> None:
+    """Attempt numbers start again at 1 after a close: the old attempt 1's phases are not
+    the new one's."""
+    old = [started(), *[done(p, p) for p in PHASES]]
+    files = disk(**{p: (p, i) for i, p in enumerate(PHASES)})
+    point = resume_point(1, [*old, started(), done("research", "research")], look_in(files))
+    assert point.phase == "implement" and "has not completed" in point.reason
+
+
 def test_attempt_without_events_in_our_journal_starts_at_the_beginning() -> None:
     point = resume_point(2, [started(1)], look_in(disk(research=("x", 1))))
     assert point.phase == "research" and "before its first phase" in point.reason

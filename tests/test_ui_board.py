@@ -155,3 +155,25 @@ def test_a_ticket_waiting_for_a_hand_off_needs_a_human(project: Path) -> None:
     board.rescan()
     card = board.snapshot.cards["t-1"]
     assert (card.column, card.note) == ("human", "waiting for a hand-off artifact")
+
+
+def test_a_passed_ticket_waiting_for_tf_fsm_merge_needs_a_human(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ralph.parallelAutoMerge false: the ticket passed, is not closed, and waits for a
+    person's `tf-fsm merge`; its dependent waits on it."""
+    from tests.gitrepo import commit_all, init_repo, isolate
+
+    isolate(monkeypatch)
+    root = _project(project)
+    path = root / ".tf/config/settings.json"
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**settings, "ralph": {"parallelAutoMerge": False}}))
+    init_repo(root)
+    commit_all(root, "the project")
+    assert run_cli("run", "t-ready", "--worktree").returncode == 0
+    board = Board(root, load_settings(root))
+    board.rescan()
+    card = board.snapshot.cards["t-ready"]
+    assert (card.column, card.note) == ("human", "passed, waiting for `tf-fsm merge`")
+    assert board.snapshot.cards["t-dep"].column == "waiting"

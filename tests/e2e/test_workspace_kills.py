@@ -1,9 +1,10 @@
 """SIGKILL trials of ticket workspaces (docs/workspaces.md, "Recovery"): a real `tf-fsm ralph`
 or `tf-fsm run` is killed at a random instant while git makes a ticket's worktree, commits a
-checkpoint, rebases a branch onto a base a person moved, or merges it; then the same command
-runs again until every ticket is closed. Whatever the instant, each ticket is merged exactly
-once, main holds every ticket's change and the person's commit, and nothing is left behind: no
-worktree, ticket branch, git lock or merge in progress.
+checkpoint, rebases a branch onto a base a person moved, merges it, or removes the merged
+ticket's worktree and branch; then the same command runs again until every ticket is closed.
+Whatever the instant, each ticket is merged exactly once, main holds every ticket's change and
+the person's commit, and nothing is left behind: no worktree, ticket branch, git lock or merge
+in progress, and each removal journaled.
 
 Each trial is driven by a seed from a fixed list (a failure names its seed): the kill waits
 until the journal (or the agent's log) shows the operation under way, then a random delay.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -28,6 +30,9 @@ import pytest
 from tests.conftest import run_cli
 from tests.e2e.workspace_project import BASE_SETTINGS, Project, changes, kill_when, worktree_of
 from tests.gitrepo import commit_all, git, isolate
+
+#: the real git, for the shim that stands in front of it
+GIT = shutil.which("git") or "git"
 
 FILES = 1000
 RALPH_TICKETS = ["pt-1", "pt-2"]
@@ -42,10 +47,13 @@ TRIALS: dict[str, list[tuple[int, str]]] = {
     "checkpoint": [(201, "group"), (202, "run"), (203, "loop")],
     "rebase": [(301, "group"), (302, "run"), (303, "loop")],
     "merge": [(401, "group"), (402, "run"), (403, "loop")],
+    "removal": [(501, "group"), (502, "run"), (503, "loop")],
 }
 #: a longer soak for local runs: TF_FSM_KILL_SOAK=N adds N more seeds per operation (the kill
 #: modes in turn), e.g. `TF_FSM_KILL_SOAK=20 pytest tests/e2e/test_workspace_kills.py`
 SOAK = int(os.environ.get("TF_FSM_KILL_SOAK", "0"))
+#: the journal's last word on a merged ticket's workspace must be its removal
+WORKSPACE_ENDS = ("MergeCompleted", "WorkspaceRemoved")
 
 
 def soak(target: str) -> list[tuple[int, str]]:
@@ -61,6 +69,7 @@ WINDOW = {
     "checkpoint": (0.015, 0.06),
     "rebase": (0.0, 0.05),
     "merge": (0.0, 0.07),
+    "removal": (0.0, 0.03),
 }
 
 
@@ -143,6 +152,8 @@ def under_way(proj: Project, tickets: list[str], target: str) -> bool:
         return any((proj.root / ".git" / "worktrees").glob("*/locked"))
     if target == "checkpoint":
         return any(s["phase"] == "implement" for s in proj.spans())
+    if target == "removal":
+        return any(closed_merged(journal(proj, tid)) for tid in tickets)
     name = "MergeStarted" if target == "rebase" else "MergeRebased"
     return any(name in journal_text(proj, tid) for tid in tickets)
 
@@ -152,6 +163,24 @@ def journal_text(proj: Project, tid: str) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
+def journal(proj: Project, tid: str) -> list[dict[str, object]]:
+    """The ticket's journal so far (a line being written is left out)."""
+    found = []
+    for line in journal_text(proj, tid).splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return found
+
+
+def closed_merged(evs: list[dict[str, object]]) -> bool:
+    """Has the merged attempt's end been journaled, and its workspace not removed yet?"""
+    names = [e["event"] for e in evs]
+    ended = [e for e in evs if e["event"] == "AttemptFinished" and e.get("status") == "closed"]
+    return bool(ended) and "MergeCompleted" in names and "WorkspaceRemoved" not in names
+
+
 # -- what the killed run reached ----------------------------------------------------------------
 
 
@@ -159,10 +188,13 @@ def reached(proj: Project, tid: str) -> str | None:
     """The operation the killed run was in for `tid`, from its journal and git: `git worktree
     add` (its registry entry still marked `locked`, no WorkspaceReady), a checkpoint (the
     implement agent's invocation journaled, its phase not), the rebase (merge started on a
-    base that moved, not rebased yet) or the merge (rebased, or started on a base that did
-    not move, and not completed)."""
-    evs = [json.loads(line) for line in journal_text(proj, tid).splitlines() if line.strip()]
+    base that moved, not rebased yet), the merge (rebased, or started on a base that did
+    not move, and not completed) or the removal of the merged ticket's worktree and branch
+    (its attempt's end journaled, the removal not)."""
+    evs = journal(proj, tid)
     names = [e["event"] for e in evs]
+    if closed_merged(evs):
+        return "removal"
     if "WorkspaceReady" not in names:
         half_made = (proj.root / ".git" / "worktrees" / tid / "locked").exists()
         return "worktree" if half_made else None
@@ -279,6 +311,10 @@ def check_outcome(proj: Project, trial: Trial, tickets: list[str], kept: list[st
     assert len(files) == FILES, f"{trial}: {len(files)} files under lib/"
     locks = sorted(str(p) for p in (proj.root / ".git").rglob("*.lock"))
     assert locks == [], f"{trial}: git locks left: {locks}"
+    for tid in tickets:  # the removal after the merge, journaled (by the rerun if need be)
+        ends = [e for e in journal(proj, tid) if e["event"] in WORKSPACE_ENDS]
+        assert ends[-1]["event"] == "WorkspaceRemoved", f"{trial}: {tid} ends {ends[-1:]}"
+        assert ends[-1]["branchDeleted"] is True, f"{trial}: {ends[-1]}"
     drop_set_aside(proj, trial, tickets)
     proj.assert_nothing_left()
 
@@ -406,3 +442,54 @@ def test_a_merge_killed_half_way_at_the_root_is_undone_after_another_ticket_merg
     assert len(git(proj.root, "ls-tree", "--name-only", "main:src/pt-2").split()) == HEAVY
     assert proj.tk_status("pt-2", "main") == "closed"
     proj.assert_nothing_left()
+
+
+#: a `git` first on PATH (tf_fsm's own git runs no hook to hold it with): the first time it is
+#: asked to delete a ticket branch, it says so (`held`) and sleeps instead; tf-fsm is killed
+#: meanwhile, and the parent-death signal ends it. Any other command is the real git.
+HOLD_BRANCH_DELETION = """#!/bin/sh
+case "$*" in
+    *update-ref*" -d refs/heads/tf/"*)
+        if [ ! -e "{held}" ]; then echo held > "{held}"; exec sleep 600; fi;;
+esac
+exec {git} "$@"
+"""
+
+
+@pytest.mark.parametrize("rerun", [["run", "pt-1"], ["ralph"]])
+def test_a_kill_while_a_merged_tickets_branch_is_deleted_is_finished_by_the_rerun(
+    proj: Project, rerun: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instant the removal trials hit by chance, hit every time: the ticket is merged and
+    closed, its worktree removed, its branch being deleted (its ref locked) when tf-fsm is
+    killed. The rerun, `run` or the loop (which finds the branch without a worktree), deletes
+    the branch and journals the removal; nothing is merged again."""
+    proj.create(["pt-1"], {"workspace": {"mode": "worktree"}})
+    held = proj.sync / "held"
+    shim = proj.sync / "bin"
+    shim.mkdir()
+    text = HOLD_BRANCH_DELETION.replace("{held}", str(held)).replace("{git}", GIT)
+    (shim / "git").write_text(text, encoding="utf-8")
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    proj.plan(edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = 1"}])
+    proc = proj.start_alone("run", "pt-1")
+    assert kill_when(proj, proc, held.exists, 0.0, "run") == ""
+    merged = proj.first_parent()
+    assert [c["ticket"] for c in merged] == ["pt-1", ""]
+    assert proj.tk_status("pt-1", "main") == "closed" == proj.tk_status("pt-1")
+    assert not worktree_of(proj, "pt-1").exists()
+    assert proj.ticket_branches() == ["tf/pt-1"]
+    assert "WorkspaceRemoved" not in journal_text(proj, "pt-1")
+    assert proj.status_json()["pt-1"]["next"].startswith("merged and closed; a run killed")
+
+    done = proj.cli(*rerun)
+    assert done.returncode == 0, done.stderr
+    assert proj.first_parent() == merged
+    (removed,) = proj.events("pt-1", "WorkspaceRemoved")
+    assert removed["branchDeleted"] is True
+    assert sorted(str(p) for p in (proj.root / ".git").rglob("*.lock")) == []
+    proj.assert_nothing_left()
+    assert proj.status_json()["pt-1"]["next"].startswith("nothing: closed")
+    assert proj.cli(*rerun).returncode == 0
+    assert len(proj.events("pt-1", "WorkspaceRemoved")) == 1

@@ -375,24 +375,6 @@ def test_parallel_keep_worktrees_keeps_worktree_and_branch_after_the_merge(
     assert status(proj.root) == ""
 
 
-def test_no_auto_merge_closes_the_ticket_on_its_kept_branch(proj: Project) -> None:
-    proj.create(["pt-1"], {"ralph": {"parallelAutoMerge": False}})
-    initial = git(proj.root, "rev-parse", "main")
-    proj.plan(edits=EDIT_OWN_FILE)
-    done = proj.cli("run", "pt-1", "--worktree")
-    assert done.returncode == 0, done.stderr
-    assert git(proj.root, "rev-parse", "main") == initial  # nothing merged
-    assert proj.tk_status("pt-1") == "closed"
-    assert proj.ticket_branches() == ["tf/pt-1"]
-    (checkpoint,) = proj.log_of("main..tf/pt-1")
-    assert checkpoint["ticket"] == "pt-1" and checkpoint["parents"] == [initial]
-    assert proj.show("tf/pt-1:pt-1.txt") == "pt-1\n"
-    assert proj.worktrees() == [(str(proj.root), "main")]
-    assert not worktree_of(proj, "pt-1").exists()
-    assert changes(proj.root) == [" M .tickets/pt-1.md"]  # closed in tk, for a person to merge
-    assert [e["event"] for e in proj.events("pt-1", "MergeStarted")] == []
-
-
 def test_shared_mode_with_two_workers_runs_in_the_projects_tree(proj: Project) -> None:
     proj.create(["pt-1", "pt-2"], {"workspace": {"mode": "shared"}})
     proj.plan(edits=EDIT_OWN_FILE, pause=[{"phase": "implement", "seconds": 0.3}])

@@ -183,12 +183,20 @@ class Project:
         finished."""
         run = self.start("run", tid)
         self.wait_for("review", run)
-        (self.root / name).write_text(text, encoding="utf-8")
-        git(self.root, "add", name)
-        git(self.root, "commit", "-q", "-m", message)
+        self.person_commits(name, text, message)
         self.go()
         run.communicate(timeout=seconds)
         return run
+
+    def person_commits(
+        self, name: str = "person.txt", text: str = "a person's change\n",
+        message: str = "a person's commit",
+    ) -> str:  # fmt: skip
+        """A person's commit of the file `name` holding `text` on main at the root; its sha."""
+        (self.root / name).write_text(text, encoding="utf-8")
+        git(self.root, "add", name)
+        git(self.root, "commit", "-q", "-m", message)
+        return git(self.root, "rev-parse", "HEAD")
 
     # -- observation -----------------------------------------------------------------------
 

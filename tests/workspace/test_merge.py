@@ -15,7 +15,15 @@ import pytest
 from tests.conftest import tk_ticket
 from tests.gitrepo import commit_all, git, init_repo, isolate, status
 from tf_fsm.errors import WorkspaceError
-from tf_fsm.workspace.merge import Merged, Strategy, merge, merge_lock, merged_commit
+from tf_fsm.workspace.merge import (
+    Merged,
+    Strategy,
+    merge,
+    merge_lock,
+    merge_of,
+    merged_commit,
+    rebase_onto_base,
+)
 from tf_fsm.workspace.model import Workspace
 
 TK_OPEN = tk_ticket("pt-1")
@@ -219,23 +227,32 @@ def test_merged_commit_since_only_looks_after_it(
     assert merged_commit(ws, since=f"{merged.commit}~1") == merged.commit
 
 
-def test_a_merge_made_by_hand_is_found_by_ancestry(
+def test_a_merge_made_by_hand_holds_the_work_and_still_gets_the_tk_commit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A person merged the branch by hand, and main moved on: its work is held (the branch may
+    go: merge_of), but the queue has not merged it, so its tk close is still to be committed:
+    the branch is brought up to main (nothing re-applied) and one commit closes it."""
     isolate(monkeypatch)
     ws = ticket(tmp_path)
     tip = work(ws, {"feature.py": "A = 1\n"})
     git(ws.root, "merge", "-q", "--no-ff", "-m", "merged by a person", "tf/pt-1")
     by_hand = git(ws.root, "rev-parse", "main")
     (ws.root / "later.txt").write_text("later\n")
-    commit_all(ws.root, "later")
+    later = commit_all(ws.root, "later")
 
-    assert merged_commit(ws) == by_hand
-    assert merge_ticket(ws).commit == by_hand
-    assert with_trailer(ws.root, tip) == []
+    assert merge_of(ws.root_git, tip, later) == by_hand
+    assert merged_commit(ws) is None
+    assert rebase_onto_base(ws).moved  # a fast-forward to main
+    close_at_root(ws.root)
+    merged = merge_ticket(ws)
+    assert not merged.already and parents(ws.root, merged.commit) == [later]
+    assert show(ws.root, f"main:{TK_FILE}") == TK_CLOSED
+    assert git(ws.root, "diff", "--name-only", later, merged.commit) == TK_FILE
+    assert merged_commit(ws) == merged.commit
 
 
-def test_a_fast_forward_by_hand_followed_by_more_work_is_found_as_the_tip(
+def test_a_fast_forward_by_hand_followed_by_more_work_holds_the_tip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate(monkeypatch)
@@ -243,8 +260,30 @@ def test_a_fast_forward_by_hand_followed_by_more_work_is_found_as_the_tip(
     tip = work(ws, {"feature.py": "A = 1\n"})
     git(ws.root, "merge", "-q", "--ff-only", "tf/pt-1")
     (ws.root / "later.txt").write_text("later\n")
-    commit_all(ws.root, "later")
-    assert merged_commit(ws) == tip
+    later = commit_all(ws.root, "later")
+    assert merge_of(ws.root_git, tip, later) == tip
+    assert merged_commit(ws) is None  # the queue's commit with the tk close is not there
+
+
+def test_a_tip_another_tickets_merge_names_is_not_this_tickets_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tickets with no commit of their own share their branch's tip (the base they started
+    from): the first one's merge names that tip in its trailer, which is no merge of the
+    others, pt-10 included (its id begins with pt-1's)."""
+    isolate(monkeypatch)
+    ws = ticket(tmp_path)
+    start = git(ws.root, "rev-parse", "main")
+    close_at_root(ws.root)
+    first = merge_ticket(ws)
+    assert trailer(ws.root, first.commit, "Tf-Merged-Tip") == start
+    for other in ("pt-2", "pt-10"):
+        git(ws.root, "branch", f"tf/{other}", start)
+        mine = Workspace(other, ws.root, ws.tree, f"tf/{other}", "main")
+        assert merged_commit(mine) is None, other
+    git(ws.root, "branch", "tf/pt", start)
+    assert merged_commit(Workspace("pt", ws.root, ws.tree, "tf/pt", "main")) is None
+    assert merged_commit(ws) == first.commit
 
 
 def test_a_fast_forward_by_hand_without_the_tk_commit_gets_it(

@@ -29,13 +29,18 @@ EXIT_STDOUT_CLOSED = 141
 
 #: every exit code of `tf-fsm` and what it means (the help's epilog; the README's table)
 EXIT_TABLE: tuple[tuple[int, str], ...] = (
-    (EXIT_OK, "success (run: the ticket is closed)"),
+    (
+        EXIT_OK,
+        "success (run: the ticket is closed, or its gate passed and its merge waits for\n"
+        "`tf-fsm merge`; merge: merged and closed)",
+    ),
     (EXIT_INTERNAL, "unexpected internal error (traceback with --verbose)"),
     (
         EXIT_BAD_INPUT,
         "bad input: usage, settings file, ticket id, missing project or ticket,\n"
         "missing agent program, corrupt state file (left untouched), a prompt template\n"
-        "the sandbox refuses, a symlink that would lead a write out of the project",
+        "the sandbox refuses, a symlink that would lead a write out of the project;\n"
+        "merge: nothing to merge",
     ),
     (EXIT_BLOCKED, "run: blocked by the quality gate, retries left"),
     (
@@ -46,7 +51,7 @@ EXIT_TABLE: tuple[tuple[int, str], ...] = (
     (
         EXIT_ERROR,
         "run: a phase failed, or the merge queue refused the ticket (merge_conflict);\n"
-        "the attempt is in error and resumable with `run` again",
+        "the attempt is in error and resumable with `run` again; merge: refused so",
     ),
     (EXIT_WAITING, 'run: waiting for a hand-off artifact (executor kind "handoff"); resumable'),
     (EXIT_STORAGE, "the disk refused a write: full, read-only or not permitted (names the file)"),
@@ -81,6 +86,7 @@ OUTCOME_CODES = {
     "exhausted": EXIT_EXHAUSTED,
     "error": EXIT_ERROR,
     "waiting": EXIT_WAITING,
+    "awaiting_merge": EXIT_OK,
 }
 
 
@@ -122,6 +128,7 @@ def storage_error(exc: Exception) -> StorageError | None:
     where = Path(exc.filename) if exc.filename else Path("?")
     return StorageError(where, "access", exc.strerror or str(exc))
 
+
 def stdout_closed() -> bool:
     """Whether standard output's reader has gone (`| head` exited), as opposed to some other
     pipe breaking (an agent's stdin, say), which stays an internal error."""
@@ -134,6 +141,7 @@ def stdout_closed() -> bool:
         return True  # cannot tell: trust the BrokenPipeError
     poller.register(fd, select.POLLOUT)
     return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
 
 def drop_stdout() -> int:
     """The reader of standard output has gone: stop quietly, as the Python docs recommend

@@ -1,7 +1,7 @@
 """`tf-fsm`: parse the command line, run the command, exit with its code. The parser is in
 tf_fsm.cli.parser, the commands in tf_fsm.cli.run (init, run, resume), tf_fsm.cli.reset
-(reset), tf_fsm.cli.query (settings, status, gate, tickets, prompts), tf_fsm.cli.ui (ui) and
-tf_fsm.cli.tools; errors become exit codes in
+(reset), tf_fsm.cli.merge (merge), tf_fsm.cli.query (settings, status, gate, tickets,
+prompts), tf_fsm.cli.ui (ui) and tf_fsm.cli.tools; errors become exit codes in
 tf_fsm.cli.exits only. Heavy modules are imported inside the command functions so
 `tf-fsm --help` stays fast.
 """
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     return build()
 
+
 def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> int:
     """Run one command and return its exit code. `whole_process` is for the `tf-fsm` program
     itself (see `entry`): a command marked `teardown=False` then ends the process here."""
@@ -35,6 +36,7 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
         _end_process(code)
     return code
 
+
 def _skips_teardown(args: argparse.Namespace) -> bool:
     """A command marked `teardown=False`, unless a tracer or profiler watches the process
     (coverage, `python -m cProfile`): they write what they found at the interpreter's exit."""
@@ -42,9 +44,11 @@ def _skips_teardown(args: argparse.Namespace) -> bool:
         not getattr(args, "teardown", True) and sys.gettrace() is None and sys.getprofile() is None
     )
 
+
 def entry() -> int:
     """The `tf-fsm` program (its console script and `python -m tf_fsm`)."""
     return main(whole_process=True)
+
 
 def _end_process(code: int) -> NoReturn:
     """End the process without the interpreter's teardown, which frees every object and module
@@ -57,6 +61,7 @@ def _end_process(code: int) -> NoReturn:
     with contextlib.suppress(OSError):  # its reader has gone too: nothing more can be said
         sys.stderr.flush()
     os._exit(code)
+
 
 def _main(argv: Sequence[str] | None) -> tuple[int, argparse.Namespace | None]:
     parser = build_parser()

@@ -1,6 +1,7 @@
 """The `tf-fsm` argument parser: every command, option and help text, and the exit codes
 each command documents. Built when `main` runs; the commands live in tf_fsm.cli.run (set-up and
-runs), tf_fsm.cli.reset, tf_fsm.cli.query (read-only queries) and tf_fsm.cli.tools."""
+runs), tf_fsm.cli.reset, tf_fsm.cli.merge, tf_fsm.cli.query (read-only queries) and
+tf_fsm.cli.tools."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from tf_fsm import __version__
 from tf_fsm.cli.common import add_global_arguments, add_worktree_argument
 from tf_fsm.cli.exits import epilog
+from tf_fsm.cli.merge import add_merge_parser
 from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
@@ -144,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("reset", "reset a ticket's retries without running it: the next run is attempt 1")
     add_reset_parser(p)
+
+    p = add("merge", "merge a passed ticket waiting for its merge (ralph.parallelAutoMerge off)")
+    add_merge_parser(p)
 
     p = add("prompts", "list the prompt templates each phase uses, or render one")
     p.add_argument("action", choices=["list", "show"])

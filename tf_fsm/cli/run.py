@@ -57,6 +57,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
     return EXIT_OK
 
+
 def _run_options(args: argparse.Namespace) -> Any:
     from tf_fsm.engine.api import RunOptions
 
@@ -72,6 +73,7 @@ def _run_options(args: argparse.Namespace) -> Any:
         parallel=getattr(args, "parallel", False),
     )
 
+
 def _report(outcome: Any) -> int:
     line = {
         "closed": "CLOSED",
@@ -81,6 +83,7 @@ def _report(outcome: Any) -> int:
         "same-failure": "BLOCKED (the same failure repeated)",
         "error": "ERROR (resumable: run it again)",
         "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
+        "awaiting_merge": "PASSED, not merged",
     }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
     from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
     from tf_fsm.views.terminal import terminal_safe
@@ -90,9 +93,10 @@ def _report(outcome: Any) -> int:
     print(  # the reason may hold an agent's own words: escaped for the terminal
         f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
         f"({BLOCKED_ATTEMPTS} {count}): {terminal_safe(outcome.reason)}",
-        file=sys.stdout if closed else sys.stderr,
+        file=sys.stdout if closed or outcome.status == "awaiting_merge" else sys.stderr,
     )
     return OUTCOME_CODES[outcome.status]
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tf_fsm.engine.orchestrator import run_ticket
@@ -110,6 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_json(_outcome_json(outcome))
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
+
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
@@ -129,12 +134,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
     return cmd_run(args)
 
+
 def _end_orphans() -> None:
     """Before a run: end what a killed run's agents left running (tf_fsm.process.strays)."""
     from tf_fsm.process.strays import end_orphans
 
     if ended := end_orphans():
         print(f"tf-fsm: {ended}", file=sys.stderr)
+
 
 def _outcome_json(outcome: Any) -> dict[str, Any]:
     return {
@@ -146,6 +153,7 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
         "maxRetries": outcome.max_retries,
         "reason": outcome.reason,
     }
+
 
 def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     from tf_fsm.engine.orchestrator import QuietObserver, TicketRun
@@ -218,6 +226,7 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
             print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
         if gate["baselineWarning"]:
             print(f"    warning: {gate['baselineWarning']}")
+
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
     """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker

@@ -1,8 +1,9 @@
 """The ticket lifecycle as one `transitions` machine, declared once as data.
 
 States: `initial` -> `in_progress.<phase>` for the six phases -> `blocked` | `closed` | `error`;
-in a git workspace with merging on, a passed ticket goes through `merging` (its branch merged
-into the base branch, no agent) before `closed`.
+in a git workspace a passed ticket goes through `merging` (its branch merged into the base
+branch, no agent) before `closed`; with `ralph.parallelAutoMerge` off it waits in
+`awaiting_merge` first, until `tf-fsm merge` takes it on.
 Phase states are flat names with an `in_progress.` prefix: a plain `Machine` triggers about six
 times faster than a nested one (measured with transitions 0.9), and the diagrams regroup the
 prefix into a nested `in_progress` state. Guards are named functions of `AttemptFacts`; one
@@ -25,6 +26,8 @@ from tf_fsm.errors import TransitionError
 PHASES: tuple[str, ...] = ("research", "implement", "review", "fix", "verify", "close")
 INITIAL, BLOCKED, CLOSED, ERROR = "initial", "blocked", "closed", "error"
 MERGING = "merging"
+#: a passed attempt whose merge waits for `tf-fsm merge` (ralph.parallelAutoMerge off)
+AWAITING_MERGE = "awaiting_merge"
 #: the `phase` an attempt records while it merges (retry-state.json, the journal)
 MERGE_PHASE = "merge"
 PREFIX = "in_progress."
@@ -38,7 +41,15 @@ def phase_of(state: str) -> str | None:
     return state.removeprefix(PREFIX) if state.startswith(PREFIX) else None
 
 
-STATES: tuple[str, ...] = (INITIAL, *map(phase_state, PHASES), MERGING, BLOCKED, CLOSED, ERROR)
+STATES: tuple[str, ...] = (
+    INITIAL,
+    *map(phase_state, PHASES),
+    AWAITING_MERGE,
+    MERGING,
+    BLOCKED,
+    CLOSED,
+    ERROR,
+)
 
 
 @dataclass
@@ -51,7 +62,8 @@ class AttemptFacts:
     runs: frozenset[str] = frozenset(PHASES)  # the phases this attempt runs
     gate_passed: bool | None = None  # decided in verify
     resume_phase: str | None = None  # where an errored attempt picks up
-    merges: bool = False  # a passed attempt is merged into the base branch before it closes
+    merges: bool = False  # a passed attempt is merged into the base branch now, then closes
+    held: bool = False  # a passed attempt's merge waits for `tf-fsm merge` (auto-merge off)
 
 
 Guard = Callable[[AttemptFacts], bool]
@@ -74,7 +86,11 @@ def merges(facts: AttemptFacts) -> bool:
 
 
 def no_merge(facts: AttemptFacts) -> bool:
-    return not facts.merges
+    return not facts.merges and not facts.held
+
+
+def merge_held(facts: AttemptFacts) -> bool:
+    return facts.held and not facts.merges
 
 
 def _named(name: str, fn: Guard) -> Guard:
@@ -122,7 +138,9 @@ def _table() -> tuple[Edge, ...]:
     close = phase_state("close")
     edges.append(Edge("complete", close, CLOSED, (gate_passed, no_merge)))
     edges.append(Edge("complete", close, MERGING, (gate_passed, merges)))
+    edges.append(Edge("complete", close, AWAITING_MERGE, (gate_passed, merge_held)))
     edges.append(Edge("complete", close, BLOCKED, (gate_failed,)))
+    edges.append(Edge("merge", AWAITING_MERGE, MERGING))
     edges.append(Edge("merged", MERGING, CLOSED))
     # a merge conflict no agent could resolve, with workspace.conflicts.mode rerun: the
     # attempt is blocked and the next one starts again from the base branch's tip

@@ -17,7 +17,16 @@ from typing import Any
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import PHASE_ARTIFACT
 from tf_fsm.core.machine import MERGE_PHASE, PHASES
-from tf_fsm.core.workspace_events import MergeStarted
+from tf_fsm.core.workspace_events import (
+    MergeCompleted,
+    MergeHeld,
+    MergeRebased,
+    MergeRefused,
+    MergeStarted,
+)
+
+#: the journal's steps of an attempt's merge
+MERGE_STEPS = (MergeHeld, MergeStarted, MergeRebased, MergeCompleted, MergeRefused)
 
 
 @dataclass(frozen=True)
@@ -50,14 +59,17 @@ def resume_point(
 
 
 def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> ResumePoint:
-    mine = [e for e in events if e.attempt == attempt]
+    mine = attempt_events(events, attempt)
     if not any(isinstance(e, ev.AttemptStarted) for e in mine):
         if events:  # tf_fsm's own journal, but this attempt died before its first event
             return ResumePoint(PHASES[0], f"attempt {attempt} stopped before its first phase")
         return _by_timestamps(look)
     done: dict[str, ev.PhaseCompleted | None] = {}  # None: skipped
     for event in mine:
-        if isinstance(event, ev.AttemptResumed):
+        if isinstance(event, ev.AttemptResumed) and event.phase != PHASES[-1]:
+            # what follows the phase it resumed at runs again; a resume at close ran close
+            # again only if close was not complete (then it is not in `done` anyway): once
+            # every phase completed it resumed at its ending (its merge), running none
             done = {p: s for p, s in done.items() if PHASES.index(p) < PHASES.index(event.phase)}
         elif isinstance(event, ev.PhaseCompleted | ev.PhaseSkipped):
             done[event.phase] = event if isinstance(event, ev.PhaseCompleted) else None
@@ -118,8 +130,31 @@ def live_phase(
     if status != "in_progress":
         return saved
     started = [
-        MERGE_PHASE if isinstance(e, MergeStarted) else e.phase
+        MERGE_PHASE if isinstance(e, MergeStarted | MergeHeld) else e.phase
         for e in events
-        if e.attempt == attempt and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting | MergeStarted)
+        if e.attempt == attempt
+        and isinstance(e, ev.PhaseStarted | ev.PhaseWaiting | MergeStarted | MergeHeld)
     ]
     return started[-1] if started else saved
+
+
+def attempt_events(events: Sequence[ev.Event], number: int) -> list[ev.Event]:
+    """The events of the latest attempt numbered `number` (numbers restart after a close and
+    after a reset): from its last AttemptStarted on."""
+    starts = [
+        i for i, e in enumerate(events) if isinstance(e, ev.AttemptStarted) and e.attempt == number
+    ]
+    tail = events[starts[-1] :] if starts else events
+    return [e for e in tail if e.attempt == number]
+
+
+def merge_held(events: Sequence[ev.Event], number: int) -> bool:
+    """Does attempt `number` wait for `tf-fsm merge`: its last merge step a MergeHeld?"""
+    steps = [e for e in attempt_events(events, number) if isinstance(e, MERGE_STEPS)]
+    return bool(steps) and isinstance(steps[-1], MergeHeld)
+
+
+def merge_began(events: Sequence[ev.Event], number: int) -> bool:
+    """Did attempt `number`'s merge begin (started, refused, or found done)?"""
+    steps = (MergeStarted, MergeRebased, MergeCompleted, MergeRefused)
+    return any(isinstance(e, steps) for e in attempt_events(events, number))

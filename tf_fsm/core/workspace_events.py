@@ -47,6 +47,15 @@ class WorkSetAside(Event):
     fork: str | None = None
 
 
+class MergeHeld(Event):
+    """The attempt's gate passed, and its merge waits for `tf-fsm merge`
+    (`ralph.parallelAutoMerge` is false): the ticket is not closed in tk until it merges."""
+
+    event: Literal["MergeHeld"] = "MergeHeld"
+    base: str  # the base branch it will merge into
+    tip: str  # the branch's tip when its gate passed
+
+
 class MergeStarted(Event):
     event: Literal["MergeStarted"] = "MergeStarted"
     base: str

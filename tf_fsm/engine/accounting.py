@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.artifacts import invocations
+from tf_fsm.core.resume import attempt_events as latest_attempt_events
 from tf_fsm.core.state import Attempt, RetryState
 from tf_fsm.engine.api import Outcome
 from tf_fsm.executors.failures import BUDGET, QUALITY
@@ -45,12 +46,7 @@ def ticket_usage(events: Sequence[ev.Event]) -> Usage | None:
 
 def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event]:
     """The events of the latest attempt numbered `number` (numbers restart after a close)."""
-    recent = since_reset(events)
-    starts = [
-        i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted) and e.attempt == number
-    ]
-    tail = recent[starts[-1] :] if starts else recent
-    return [e for e in tail if e.attempt == number]
+    return latest_attempt_events(since_reset(events), number)
 
 
 def merge_under_way(events: Sequence[ev.Event], number: int) -> bool:

@@ -20,7 +20,11 @@ if TYPE_CHECKING:  # types only: the run's collaborators, none of which imports 
     from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.tickets import Ticket
 
-OutcomeStatus = Literal["closed", "blocked", "exhausted", "error", "already_closed", "waiting"]
+#: awaiting_merge: the gate passed and the merge waits for `tf-fsm merge`
+#: (ralph.parallelAutoMerge false): not closed in tk
+OutcomeStatus = Literal[
+    "closed", "blocked", "exhausted", "error", "already_closed", "waiting", "awaiting_merge"
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class RunOptions:
     worktree: bool | None = None
     #: a worker of a loop that runs several tickets at once (worktrees by default)
     parallel: bool = False
+    #: `tf-fsm merge`: only a passed attempt's merge runs (never a phase or a new attempt)
+    merge: bool = False
 
     def flags(self) -> dict[str, Any]:
         return {
@@ -101,7 +107,8 @@ class RunTree(Protocol):
 
     #: where the agents and the gate commands run
     path: Path
-    #: a passed attempt is merged into the base branch before it closes
+    #: a passed attempt is merged into the base branch before it closes (at once, or by
+    #: `tf-fsm merge` with ralph.parallelAutoMerge off)
     merges: bool
     #: where a `reset` rollback kept the blocked attempt's commits (a ref), for its prompts
     kept: str | None
@@ -188,3 +195,6 @@ class RunContext(Protocol):
     def merge(self, attempt: AttemptContext, reason: str) -> MergeRefusal | None:
         """Merge the passed attempt's branch into the base branch (the gate's `reason` goes
         into the tk close it commits); None when merged, else why not."""
+
+    def hold_merge(self, attempt: AttemptContext) -> None:
+        """Record that the passed attempt's merge waits for `tf-fsm merge`."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from tf_fsm.core import journal as ev
 from tf_fsm.core.escalation import should_retry
 from tf_fsm.core.machine import (
+    AWAITING_MERGE,
     BLOCKED,
     INITIAL,
     MERGE_PHASE,
@@ -21,6 +22,8 @@ from tf_fsm.core.machine import (
     phase_of,
     state_of_attempt,
 )
+from tf_fsm.core.next_step import awaiting_reason
+from tf_fsm.core.resume import merge_held
 from tf_fsm.core.state import RetryState, finish_attempt, update_current
 from tf_fsm.engine import same_failure
 from tf_fsm.engine.accounting import budget_check, with_accounting
@@ -37,7 +40,7 @@ def run_attempt(
 ) -> tuple[RetryState, OutcomeStatus, str]:
     if state.current is None:
         raise ValueError("no attempt to run")
-    machine, start_state = lifecycle(), _start_state(attempt, state)
+    machine, start_state = lifecycle(), _start_state(run, attempt, state)
     model = TicketModel(attempt.facts, start_state)
     machine.attach(model)
     try:
@@ -67,6 +70,12 @@ def run_attempt(
                 machine.fire(model, "fail")
                 return _failed(run, attempt, state, phase, failure), "error", failure
             machine.fire(model, "complete")
+        if model.state == AWAITING_MERGE and attempt.facts.held:  # not closed until merged
+            run.hold_merge(attempt)
+            held = with_accounting(run, update_current(state, phase=MERGE_PHASE), "awaiting")
+            return run.save(held), "awaiting_merge", awaiting_reason(run.ticket_id)
+        if model.state == AWAITING_MERGE:  # `tf-fsm merge` takes it on
+            machine.fire(model, "merge")
         if model.state == MERGING:
             refused = run.merge(attempt, runner.gate_reason)
             if refused is not None and refused.rerun:  # blocked: the next attempt starts over
@@ -83,10 +92,12 @@ def run_attempt(
         machine.detach(model)
 
 
-def _start_state(attempt: AttemptContext, state: RetryState) -> str:
-    """Where the machine starts: where a resumed attempt stood, else `initial` or, after a
-    blocked attempt, `blocked` (its `retry` edge)."""
+def _start_state(run: RunContext, attempt: AttemptContext, state: RetryState) -> str:
+    """Where the machine starts: where a resumed attempt stood (`awaiting_merge` when its
+    merge waited), else `initial` or, after a blocked attempt, `blocked` (its `retry` edge)."""
     if attempt.resumed_from is not None:
+        if attempt.finished and merge_held(run.store.read_events().events, attempt.number):
+            return AWAITING_MERGE
         return state_of_attempt(attempt.resumed_from, attempt.facts.resume_phase)
     previous = state.attempts[-2] if len(state.attempts) > 1 else None
     return BLOCKED if previous is not None and previous.status == "blocked" else INITIAL

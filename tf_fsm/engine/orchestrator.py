@@ -42,13 +42,17 @@ from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.reset import rebuilt, repair_and_reset
 from tf_fsm.engine.ticket_file import close_ticket
 from tf_fsm.engine.tree import SharedTree
-from tf_fsm.engine.worktree import open_tree
+from tf_fsm.engine.worktree import hold_merge, left_tree, merge_facts, open_tree
+from tf_fsm.errors import UsageError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.strays import describe, end_finished
 from tf_fsm.settings.load import LoadedSettings, load_settings
 from tf_fsm.storage.store import open_store
 from tf_fsm.tk import tickets
+
+#: a rerun's outcome after it removed the workspace a run killed after its merge left
+LEFT_REMOVED = "merged and closed; the worktree and branch a killed run left are removed"
 
 
 def utc_now() -> datetime:
@@ -153,7 +157,7 @@ class TicketRun:
             self.ticket_id, state, self.settings, tk_file=lambda: self.ticket,
             journal=lambda: events, look=self.store.seen,
             gate_decided=lambda: gate_decided(self.store), budget_refusal=budget,
-            retry_trigger=self.options.retry_trigger,
+            retry_trigger=self.options.retry_trigger, merge_requested=self.options.merge,
         )  # fmt: skip
 
     def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
@@ -161,12 +165,20 @@ class TicketRun:
         step = next_step(self.facts(state, events, budget))
         if step.refusal == "budget" and budget.check is not None:
             return refused_by_budget(self, state, budget.check)
-        if step.action in ("already_closed", "exhausted"):
+        if step.action == "nothing_to_merge":
+            raise UsageError(f"{self.ticket_id}: {step.reason}")
+        if step.action in ("already_closed", "exhausted", "awaiting_merge"):
             return self.outcome(state, step.action, 0, step.reason)
         if step.action == "close_tk" and state is not None and state.current is not None:
             cur = state.current
             self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
-            return self.outcome(state, "already_closed", 0, step.reason)
+            closed = step.reason  # and a merged workspace left behind, if any, goes too
+            step = next_step(self.facts(state, events, budget))
+            if step.action != "remove_workspace":
+                return self.outcome(state, "already_closed", 0, closed)
+        if step.action == "remove_workspace":
+            self.tree = left_tree(self)  # removed by after_outcome, as after a merge
+            return self.outcome(state, "already_closed", 0, LEFT_REMOVED)
         self.tree = open_tree(self) or self.tree  # an attempt runs: in the ticket's tree
         if step.action == "resume" and state is not None and step.resume is not None:
             attempt, state = self._resume(state, events, step.resume)
@@ -180,7 +192,7 @@ class TicketRun:
         runs = 1
         while True:
             state, status, reason = run_attempt(self, attempt, state)
-            if status in ("closed", "error", "waiting"):
+            if status in ("closed", "error", "waiting", "awaiting_merge"):
                 return self.outcome(state, status, runs, reason)
             events = self.store.read_events().events
             budget = BudgetProbe(self, state, events)
@@ -242,8 +254,8 @@ class TicketRun:
             # the machine's `start`/`retry` guard checks it again (the next step allowed it)
             retries_left=retries_left(state, self.settings),
             runs=frozenset(p for p, (runs, _) in plan.items() if runs),
-            merges=self.tree.merges,
         )
+        facts.merges, facts.held = merge_facts(self, None)
         prior = (
             journaled_prior_failure(
                 state, self.store.read_events().events, self.store.read_artifact,
@@ -310,9 +322,10 @@ class TicketRun:
 
         return merge_ticket(self, attempt, reason)
 
-    def _journal_start(
-        self, attempt: AttemptContext, head: str | None, flush: bool = True
-    ) -> None:
+    def hold_merge(self, attempt: AttemptContext) -> None:
+        hold_merge(self, attempt.number)
+
+    def _journal_start(self, attempt: AttemptContext, head: str | None, flush: bool = True) -> None:
         """`head`: the commit the attempt started from (None in a tree without commits)."""
         res = attempt.resolution
         self.event(
@@ -373,10 +386,9 @@ class TicketRun:
             number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
         )
         plan = phase_plan(number, self.settings, self.options.research, resolution)
-        facts = AttemptFacts(
-            self.ticket_id, attempt=number, runs=frozenset(p for p, (r, _) in plan.items() if r),
-            merges=self.tree.merges,
-        )
+        runs = frozenset(p for p, (r, _) in plan.items() if r)
+        facts = AttemptFacts(self.ticket_id, attempt=number, runs=runs)
+        facts.merges, facts.held = merge_facts(self, number)
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
         saved = context.load_saved(self.store.chain_context_path)
         return context.restore(saved, fresh, self.store.chain_context_path, self.store.redactor)

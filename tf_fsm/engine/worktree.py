@@ -15,15 +15,23 @@ from typing import TYPE_CHECKING, Literal
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.machine import MERGE_PHASE
+from tf_fsm.core.next_step import merges_now
+from tf_fsm.core.resume import merge_began
 from tf_fsm.engine import mirror
 from tf_fsm.engine.accounting import attempt_events, merge_under_way
-from tf_fsm.errors import WorkspaceError
+from tf_fsm.errors import UsageError, WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace import checkpoint, conflicts, worktree
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.git import rebase_in_progress
-from tf_fsm.workspace.model import TICKET_TRAILER, Workspace, ticket_dir_in
+from tf_fsm.workspace.model import (
+    TICKET_TRAILER,
+    Workspace,
+    branch_name,
+    ticket_dir_in,
+    worktree_path,
+)
 from tf_fsm.workspace.recovery import recover
 
 if TYPE_CHECKING:
@@ -35,9 +43,12 @@ if TYPE_CHECKING:
 class TicketWorktree:
     """The run's tree when the ticket has a workspace of its own."""
 
+    #: a passed attempt is merged before it closes: at once, or, with
+    #: ralph.parallelAutoMerge off, by `tf-fsm merge` (tf_fsm.core.next_step.merges_now)
+    merges = True
+
     def __init__(self, ws: Workspace, settings: LoadedSettings, store_dir: Path) -> None:
         self.ws, self.path = ws, ws.tree
-        self.merges = settings.settings.ralph.parallelAutoMerge
         self.keep = settings.settings.ralph.parallelKeepWorktrees
         self.rollback = settings.settings.workspace.rollback
         self.strategy = settings.settings.workspace.mergeStrategy
@@ -161,15 +172,18 @@ class TicketWorktree:
         return head
 
     def after_outcome(self, run: RunContext, status: OutcomeStatus) -> None:
-        """A merged ticket's worktree and branch go (unless ralph.parallelKeepWorktrees); a
-        ticket that closed unmerged, or ran out of retries, keeps its branch but not its
-        worktree, so worktrees never pile up; any other keeps both for its next attempt."""
-        if status not in ("closed", "exhausted") or (self.keep and status == "closed"):
+        """A merged ticket's worktree and branch go (unless ralph.parallelKeepWorktrees),
+        also those a run killed after the merge left (`already_closed`: the run was opened on
+        them for that alone, `left_tree`); a ticket out of retries keeps its branch but not
+        its worktree, so worktrees never pile up; any other (blocked, in error, waiting for
+        `tf-fsm merge`) keeps both. A branch holding commits its base lacks is never deleted
+        (tf_fsm.workspace.worktree.remove refuses, naming it)."""
+        merged = status in ("closed", "already_closed")
+        if not (merged or status == "exhausted") or (self.keep and merged):
             return
-        delete = status == "closed" and self.merges
-        notes = worktree.remove(self.ws, delete_branch=delete)
+        notes = worktree.remove(self.ws, delete_branch=merged)
         run.event(
-            wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=delete
+            wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged
         )  # fmt: skip
         for note in notes:
             run.observer.note(run.ticket_id, note)
@@ -193,6 +207,43 @@ def restarted(events: list[ev.Event], number: int) -> bool:
         isinstance(e, wev.WorkSetAside) and e.attempt == number and e.fork is not None
         for e in events
     )
+
+
+def hold_merge(run: RunContext, attempt: int) -> None:
+    """Journal that attempt `attempt` passed and its merge waits for `tf-fsm merge`
+    (ralph.parallelAutoMerge off): its branch and worktree stay as they are."""
+    tree = run.tree
+    if not isinstance(tree, TicketWorktree):
+        raise TypeError("only a ticket in its own worktree waits for its merge")
+    run.event(wev.MergeHeld, attempt, base=tree.ws.base_branch, tip=checkpoint.head(tree.ws))
+    run.observer.note(
+        run.ticket_id,
+        f"passed; not merged (ralph.parallelAutoMerge is false): {tree.ws.branch} and "
+        f"{tree.ws.tree} are kept; `tf-fsm merge {run.ticket_id}` merges and closes it",
+    )
+
+
+def merge_facts(run: RunContext, number: int | None) -> tuple[bool, bool]:
+    """(merges now, waits for `tf-fsm merge`) for attempt `number`'s passed gate (None: a new
+    attempt): in a workspace one of them (tf_fsm.core.next_step.merges_now); in the project's
+    tree neither, it closes as it is."""
+    if not run.tree.merges:
+        return False, False
+    began = number is not None and merge_began(run.store.read_events().events, number)
+    now = merges_now(run.settings, requested=run.options.merge, began=began)
+    return now, not now
+
+
+def left_tree(run: RunContext) -> TicketWorktree:
+    """The workspace a run killed after the ticket's merge left, as it is (nothing is made
+    or repaired): removed by `after_outcome`. A branch already deleted leaves only the
+    directory, if any, to remove."""
+    found = worktree.find(run.root, run.settings, run.ticket_id)
+    ws = found or Workspace(
+        run.ticket_id, run.root, worktree_path(run.root, run.settings, run.ticket_id),
+        branch_name(run.settings, run.ticket_id), "",
+    )  # fmt: skip
+    return TicketWorktree(ws, run.settings, run.store.dir)
 
 
 def attempt_start(run: RunContext, number: int) -> str | None:
@@ -219,6 +270,11 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
     )
     if chosen.note:
         run.observer.note(run.ticket_id, chosen.note)
+    if not chosen.worktree and options.merge:  # `tf-fsm merge` never closes it unmerged
+        raise UsageError(
+            f"{run.ticket_id}: nothing to merge: it has no branch (its attempt waited for its "
+            f"merge); `tf-fsm run {run.ticket_id} --retry-reset` starts it again"
+        )
     if not chosen.worktree:
         return None
     found, base = worktree.base_of(run.root, run.settings, run.ticket_id)

@@ -25,6 +25,7 @@ LABELS = {
     "failed": "FAILED",
     "interrupted": "INTERRUPTED",
     "waiting": "WAITING",
+    "awaiting_merge": "WAITING",
 }
 STATUS_LINES = {
     "closed": "CLOSED",
@@ -35,6 +36,7 @@ STATUS_LINES = {
     "failed": "FAILED",
     "interrupted": "IN_PROGRESS (interrupted, resumable)",
     "waiting": "WAITING (for a hand-off artifact)",
+    "awaiting_merge": "PASSED (waiting for `tf-fsm merge`)",
 }
 #: why an `exhausted` run stopped, told by the start of its reason (orchestrator, accounting)
 _EXHAUSTED_BY = (
@@ -57,7 +59,9 @@ class RunResult:
 
     ticket: str
     title: str
-    outcome: str  # closed|already_closed|blocked|exhausted|error|failed|interrupted|locked|waiting
+    #: closed|already_closed|blocked|exhausted|error|failed|interrupted|locked|waiting|
+    #: awaiting_merge
+    outcome: str
     reason: str
     exit_code: int
     attempt: int
@@ -233,4 +237,6 @@ def next_step(result: RunResult) -> str:
         return f"`tf-fsm run {result.ticket}`, or the next ralph, resumes it"
     if result.outcome == "waiting":
         return "`tf-fsm watch` (or `tf-fsm run`) resumes it once the artifact is written"
+    if result.outcome == "awaiting_merge":
+        return f"`tf-fsm merge {result.ticket}` merges it, then it is closed"
     return ""

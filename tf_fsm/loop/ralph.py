@@ -18,21 +18,18 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from types import FrameType
 
 from tf_fsm.core.escalation import resolve
-from tf_fsm.core.next_step import Facts, next_step
-from tf_fsm.core.resume import gate_decided
-from tf_fsm.engine.accounting import unpriced_refusal
+from tf_fsm.core.next_step import next_step
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.fs.atomic import append_durably, make_dirs
 from tf_fsm.loop.overlap import KeptApart
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
-from tf_fsm.loop.unfinished import unfinished_merges
+from tf_fsm.loop.unfinished import FINISHING, loop_facts, unfinished_merges
 from tf_fsm.loop.view import Reporter
 from tf_fsm.loop.worker import (
     LOCKED,
@@ -54,7 +51,6 @@ from tf_fsm.process.strays import end_orphans, process_mark
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.store import ticket_stores
 from tf_fsm.tk import selection, tickets
-from tf_fsm.views.status import readable_journal
 
 RALPH_DIR = Path(".tf/ralph")
 #: an attempt the merge queue refused: a person acts first, so the loop does not rerun it
@@ -135,13 +131,7 @@ class Loop:
             store = self.store(rec.id)
             ticket = tickets.read(self.root, rec.id)
             state = store.load_retry_state() if store.retry_state_path.exists() else None
-            journal = cache(lambda: readable_journal(store))  # a bad line: run names it
-            step = next_step(Facts(
-                rec.id, state, self.settings, tk_file=lambda: ticket, journal=journal,
-                look=store.seen, gate_decided=lambda: gate_decided(store),
-                budget_refusal=lambda: unpriced_refusal(self.settings, state, journal),
-                retry_trigger="ralph_retry",
-            ))  # fmt: skip
+            step = next_step(loop_facts(self.settings, store, ticket, state))
         except InvalidTicketIdError as exc:
             return Skip(str(exc))
         except CorruptStateError as exc:
@@ -165,8 +155,8 @@ class Loop:
         if holder := lock_holder(store):
             return Skip(locked_reason(store, holder))
         number = step.attempt or 1
-        # no new attempt when it resumes or only closes the tk file: that is its trigger
-        trigger = step.action if step.action in ("resume", "close_tk") else step.trigger
+        # no new attempt when it only finishes what it began: that is its trigger
+        trigger = step.action if step.action in FINISHING else step.trigger
         resolution = resolve(number, self.settings)
         escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
         comps = selection.components(rec, self.ralph.componentTagPrefix)
@@ -223,8 +213,10 @@ class Loop:
             self.result.reason = "interrupted"
         elif self.result.iterations >= self.options.max_iterations and self.plan_all()[0]:
             self.result.reason = "max_iterations"  # stopped with work left, not drained
-        elif not self.result.iterations and self.result.skipped and all(
-            reason.startswith(LOCKED) for reason in self.result.skipped.values()
+        elif (
+            not self.result.iterations
+            and self.result.skipped
+            and all(reason.startswith(LOCKED) for reason in self.result.skipped.values())
         ):
             self.result.reason = "locked"  # it did nothing: not a drain
         self.reporter.end(self.result)
@@ -244,7 +236,10 @@ class Loop:
         for ticket in self.unfinished:
             self.reporter.note(f"{ticket}: merged by a run that was killed before recording it")
         wait_for_orphaned_workers(
-            self.knowledge, self.store, self.reporter.note, self.options.poll_seconds,
+            self.knowledge,
+            self.store,
+            self.reporter.note,
+            self.options.poll_seconds,
             lambda: self.stopping,
         )
 

@@ -36,7 +36,9 @@ class Reporter:
         self.err = err or sys.stderr
         self.out = out or sys.stdout
         self.running: dict[str, list[Any]] = {}  # ticket -> [plan, phase, elapsed]
-        self.counts = {"done": 0, "blocked": 0, "failed": 0, "waiting": 0, "skipped": 0}
+        self.counts = {
+            "done": 0, "blocked": 0, "failed": 0, "waiting": 0, "merge": 0, "skipped": 0
+        }  # fmt: skip
         self._skipped: set[str] = set()
         self._live: Any = None
 
@@ -126,6 +128,8 @@ class Reporter:
             self.counts["failed"] += 1
         elif result.outcome == "waiting":
             self.counts["waiting"] += 1
+        elif result.outcome == "awaiting_merge":
+            self.counts["merge"] += 1
         label = status_line(result)
         self.note(
             f"{result.ticket}: {label} after attempt {result.attempt} "
@@ -172,6 +176,7 @@ class Reporter:
             f"ralph: {why} after {result.iterations} runs: {c['done']} closed, "
             f"{c['blocked']} blocked, {c['failed']} failed, "
             + (f"{c['waiting']} waiting, " if c["waiting"] else "")
+            + (f"{c['merge']} passed awaiting `tf-fsm merge`, " if c["merge"] else "")
             + f"{len(result.skipped)} skipped"
         )
         if self.json_lines:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.machine import BLOCKED, CLOSED, ERROR, MERGING, phase_of
+from tf_fsm.core.machine import AWAITING_MERGE, BLOCKED, CLOSED, ERROR, MERGING, phase_of
 
 if TYPE_CHECKING:
     from tf_fsm.settings.load import LoadedSettings
@@ -115,6 +115,8 @@ def _place_state(row: dict[str, Any], facts: StateFacts | None, held: bool) -> t
         return "running", f"at {row.get('phase') or 'start'}"
     if facts is not None and facts.waiting:
         return "human", "waiting for a hand-off artifact"
+    if state == AWAITING_MERGE:
+        return "human", "passed, waiting for `tf-fsm merge`"
     if phase_of(state) is not None or state == MERGING:
         return "error", f"interrupted at {row.get('phase')}: resumable"
     if state == ERROR:

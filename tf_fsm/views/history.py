@@ -144,7 +144,8 @@ class _Replayer:
                 self.ran = {k: v for k, v in self.ran.items() if k == _MERGE_FIX}
                 if self.state == fsm.ERROR:
                     self.take(fsm.ERROR, "resume", fsm.phase_state(phase), [a])
-                else:  # an attempt in progress picks up where it stood: the machine takes no edge
+                elif self.state != fsm.AWAITING_MERGE or phase != fsm.PHASES[-1]:
+                    # an attempt in progress picks up where it stood: the machine takes no edge
                     self.state = fsm.phase_state(phase)
             case _:
                 return False
@@ -159,6 +160,9 @@ class _Replayer:
                 self.ran.setdefault(phase, []).append(f"{a} checkpoint {sha[:8]}")
             case wev.WorkSetAside(ref=ref):  # before the retry or resume it is made for
                 self.aside.append(f"{a} work set aside under {ref}")
+            case wev.MergeHeld(base=base):
+                self.take(_CLOSE, "complete", fsm.AWAITING_MERGE, self._close_notes(a))
+                self.merging = [f"{a} waited for `tf-fsm merge` into {base}"]
             case wev.MergeStarted(base=base, strategy=strategy):
                 self._enter_merging(a)
                 self.merging.append(f"{a} merge into {base} ({strategy})")
@@ -174,9 +178,12 @@ class _Replayer:
                 self.take(fsm.MERGING, "fail", fsm.ERROR, [f"{a} merge refused: {why}{where}"])
 
     def _enter_merging(self, a: str) -> None:
-        """close --complete--> merging, once per merge (a merge found done, or refused before it
-        started, journals no MergeStarted)."""
-        if self.state != fsm.MERGING:
+        """close --complete--> merging (or awaiting_merge --merge--> merging), once per merge (a
+        merge found done, or refused before it started, journals no MergeStarted)."""
+        if self.state == fsm.AWAITING_MERGE:
+            self.take(fsm.AWAITING_MERGE, "merge", fsm.MERGING, self.merging)
+            self.merging = []
+        elif self.state != fsm.MERGING:
             self.merging = []
             self.take(_CLOSE, "complete", fsm.MERGING, self._close_notes(a))
 

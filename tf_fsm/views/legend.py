@@ -36,10 +36,11 @@ _GUARDS = {
     "runs_": "this attempt runs the phase (docs/lifecycle.md says when)",
     "skips_": "this attempt skips the phase",
     "resumes_at_": "the attempt in error picks up at this phase (`tf-fsm run` again)",
-    "merges": "the ticket runs in a git worktree and merges into its base branch before it "
-    "closes (docs/workspaces.md)",
-    "no_merge": "the ticket runs in the project's tree, or ralph.parallelAutoMerge is false: "
-    "it closes without a merge",
+    "merges": "the ticket runs in a git worktree and merges into its base branch now, before "
+    "it closes (docs/workspaces.md)",
+    "merge_held": "the ticket runs in a git worktree and ralph.parallelAutoMerge is false: its "
+    "merge waits for `tf-fsm merge`, and it is not closed until then",
+    "no_merge": "the ticket runs in the project's tree: it closes without a merge",
 }
 
 

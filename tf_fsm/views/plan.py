@@ -23,6 +23,8 @@ from tf_fsm.settings.load import LoadedSettings
 ACTIONS = {
     "already_closed": "already_closed",
     "close_tk": "already_closed",
+    "remove_workspace": "remove_workspace",
+    "awaiting_merge": "awaiting_merge",
     "resume": "resume",
     "exhausted": "exhausted",
     "new_attempt": "new_attempt",

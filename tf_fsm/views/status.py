@@ -163,8 +163,8 @@ DONE_WITH = ("closed", "exhausted")
 def state_words(row: dict[str, Any]) -> str:
     """A status row's state as one phrase: `in_progress at implement`, `blocked` (retries
     left), `exhausted` (blocked, and no attempt may run: retries spent, the budget spent or
-    the same failure repeated), `error (merge_conflict)`, `merging`, `closed`, or `no ticket
-    state` for a ticket never run."""
+    the same failure repeated), `error (merge_conflict)`, `merging`, `awaiting_merge`,
+    `closed`, or `no ticket state` for a ticket never run."""
     from tf_fsm.core.machine import BLOCKED, ERROR, phase_of
 
     state = row["state"]
@@ -179,13 +179,17 @@ def state_words(row: dict[str, Any]) -> str:
 
 def lifecycle_state(cur: Attempt | None, phase: str | None, events: Sequence[Event]) -> str:
     """The lifecycle state the ticket's current attempt stands in (derived, never stored):
-    `merging` while its merge is under way (or was, when the run was killed in it)."""
-    from tf_fsm.core.machine import MERGING, state_of_attempt
+    `merging` while its merge is under way (or was, when the run was killed in it),
+    `awaiting_merge` when it passed and its merge waits for `tf-fsm merge`."""
+    from tf_fsm.core.machine import AWAITING_MERGE, MERGING, state_of_attempt
+    from tf_fsm.core.resume import merge_held
     from tf_fsm.engine.accounting import merge_under_way
 
     state = state_of_attempt(cur.status if cur else None, phase)
     if cur is None or cur.status != "in_progress":
         return state
+    if merge_held(events, cur.attemptNumber):
+        return AWAITING_MERGE
     return MERGING if merge_under_way(events, cur.attemptNumber) else state
 
 
@@ -275,7 +279,7 @@ def next_step(
         return f"{NOTHING}{step.reason}"
     if step.action == "resume" and step.resume is not None:
         return f"resume attempt {step.attempt} at {step.resume.phase}: {step.reason}"
-    if step.action == "close_tk":
+    if step.action in ("close_tk", "remove_workspace"):
         return step.reason
     return f"attempt {step.attempt} ({_trigger_words(step.trigger, state, settings)})"
 

@@ -129,9 +129,8 @@ def carry_on(ws: Workspace, stop: Stop, onto: str, resolved: list[str]) -> Carri
     if untouched:
         return Carried(problem=f"{', '.join(untouched)} left as git left it at the conflict")
     stage(git, excluded(ws), keep_bookkeeping=False)
-    unmerged = paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
-    if unmerged:
-        return Carried(problem=f"{', '.join(unmerged)} still unmerged in git's index")
+    if still := paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")):
+        return Carried(problem=f"{', '.join(still)} still unmerged in git's index")
     result = git.run("rebase", "--continue", env=git.commit_env(), check=False)
     if not rebase_in_progress(own):
         if result.exit_code != 0:

@@ -25,7 +25,7 @@ from tf_fsm.workspace.checkpoint import commit_message
 from tf_fsm.workspace.git import Git, literal, paths_of, said
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.merge_note import note_path, temp_tree, write_note
-from tf_fsm.workspace.model import MERGED_TIP_TRAILER, Workspace
+from tf_fsm.workspace.model import MERGED_TIP_TRAILER, TICKET_TRAILER, Workspace
 from tf_fsm.workspace.rebase import Rebased as Rebased  # re-exported: the queue's interface
 from tf_fsm.workspace.rebase import (
     branch_tips,
@@ -89,21 +89,44 @@ def merge_lock(root: Path) -> Iterator[None]:
 
 
 def merged_commit(ws: Workspace, since: str | None = None) -> str | None:
-    """The commit of the base branch that already merged the ticket branch's current tip: the
-    one carrying `Tf-Merged-Tip: <tip>` (only among the commits after `since`, when given),
-    else, when the tip is in the base branch's history (merged or fast-forwarded by hand),
-    the commit of its first-parent line that brought it in. None when the base branch's tip
-    is the ticket's tip itself without that trailer: the ticket's own commit (the tk file)
-    is still to be made."""
+    """The commit by which the merge queue merged the ticket branch's current tip into the
+    base branch: the one carrying both `Tf-Ticket: <id>` and `Tf-Merged-Tip: <tip>` (only
+    among the commits after `since`, when given). None when there is none, also when the base
+    branch's history holds the tip some other way (merged by a person; or a branch with no
+    commit of its own, whose tip is a commit the base already had, or that another ticket's
+    merge names): the ticket's own commit, which holds its tk close, is still to be made."""
     tip, base = branch_tips(ws)
-    return merge_of(ws.root_git, tip, base, since)
+    return _queue_merge(ws.root_git, ws.ticket_id, tip, base, since)
+
+
+def _queue_merge(git: Git, ticket: str, tip: str, base: str, since: str | None) -> str | None:
+    # The commit naming the tip was made after it, so it is never in the tip's own history:
+    # `^tip` keeps the search to the commits since the branch left the base, however long
+    # the base's history is. The grep narrows; the trailers' whole values decide: two
+    # tickets' branches may share a tip, and `Tf-Ticket: pt-1` is a prefix of pt-10's.
+    span = f"{since}..{base}" if since else base
+    values = "%x1e".join(
+        f"%(trailers:key={key},valueonly,separator=%x1f)"
+        for key in (TICKET_TRAILER, MERGED_TIP_TRAILER)
+    )
+    found = git.out(
+        "log", f"--format=%H%x1e{values}%x1d", "--no-show-signature", "--fixed-strings",
+        f"--grep={MERGED_TIP_TRAILER}: {tip}", f"^{tip}", span, "--",
+    )  # fmt: skip
+    for record in found.split("\x1d"):
+        sha, _, rest = record.strip("\n").partition("\x1e")
+        tickets, _, tips = rest.partition("\x1e")
+        if ticket in tickets.split("\x1f") and tip in tips.split("\x1f"):
+            return sha
+    return None
 
 
 def merge_of(git: Git, tip: str, base: str, since: str | None = None) -> str | None:
-    """The commit of `base` (a commit) that merged `tip`: see `merged_commit`."""
-    # The commit naming the tip was made after it, so it is never in the tip's own history:
-    # `^tip` keeps the search to the commits since the branch left the base, however long
-    # the base's history is.
+    """The commit of `base` (a commit) that holds `tip`'s work, whoever merged it: one whose
+    `Tf-Merged-Tip` trailer names it (a squash leaves no other trace), else, when the tip is
+    in the base's history, the commit of its first-parent line that brought it in. What a
+    branch may be deleted after (tf_fsm.workspace.worktree); whether the merge queue merged
+    the ticket is `merged_commit`'s question."""
     span = f"{since}..{base}" if since else base
     found = git.out(
         "log", "-z", "--max-count=1", "--format=%H", "--no-show-signature",
@@ -128,13 +151,13 @@ def merge(ws: Workspace, *, strategy: Strategy, message: str, tk_file: str, tk_t
     """Merge the ticket's branch, which must hold the base branch's tip (`rebase_onto_base`
     first), into the base branch, in one commit with the tk ticket file `tk_file` (relative to
     the root) written as `tk_text`: `merge` a merge commit, `squash` one commit, `rebase` a
-    fast-forward to the ticket's commits plus one commit. Nothing is done when the tip was
-    merged already (`Merged.already`)."""
+    fast-forward to the ticket's commits plus one commit. Nothing is done when the queue
+    merged the tip already (`merged_commit`; `Merged.already`)."""
     if strategy not in _BEGIN:
         raise ValueError(f"unknown merge strategy {strategy!r}")
     _check_tk_file(tk_file)
     tip, base = branch_tips(ws)
-    found = merge_of(ws.root_git, tip, base)
+    found = _queue_merge(ws.root_git, ws.ticket_id, tip, base, None)
     if found is not None:
         return Merged(found, base, already=True)
     if (noted := note_path(ws.root, ws.ticket_id)).exists():
