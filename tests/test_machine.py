@@ -35,7 +35,7 @@ def test_structure_is_valid() -> None:
     assert report.ok, report
     assert STATES[0] == INITIAL
     assert set(TRIGGERS) == {
-        "start", "retry", "complete", "skip", "fail", "resume", "merge", "merged"
+        "start", "retry", "complete", "skip", "fail", "resume", "merge", "merged", "rerun"
     }  # fmt: skip
 
 

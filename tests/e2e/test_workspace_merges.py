@@ -184,6 +184,8 @@ def test_tf_fsm_merge_of_a_conflict_fails_as_a_run_does_and_merges_once_resolved
     refused = proj.cli("merge", "pt-2")
     assert refused.returncode == 5, refused.stderr
     assert "conflicts in shared.txt" in refused.stderr, refused.stderr
+    # the same queue: an agent tried to resolve it (the fake agent leaves the markers)
+    assert "Resolution 1 by an agent failed: conflict markers" in refused.stderr
     row = proj.status_json()["pt-2"]
     assert (row["state"], row["failureClass"]) == ("error", "merge_conflict"), row
     assert proj.tk_status("pt-2") != "closed" and proj.tk_status("pt-2", "main") == "open"
@@ -200,8 +202,12 @@ def test_tf_fsm_merge_of_a_conflict_fails_as_a_run_does_and_merges_once_resolved
     assert [c["ticket"] for c in proj.first_parent()] == ["pt-2", "pt-1", ""]
     assert proj.show("main:shared.txt") == "pt-1 was here\npt-2 was here too\n"
     assert proj.tk_status("pt-2", "main") == "closed" == proj.tk_status("pt-2")
+    assert proj.tf_refs() == ["refs/tf/pt-2/resolution-1"]  # what the resolver made, kept
+    git(proj.root, "update-ref", "-d", "refs/tf/pt-2/resolution-1")
     proj.assert_nothing_left()
-    assert len(proj.calls()) == 4  # implement and review of each ticket, once
+    # implement and review of each ticket, once, and the one resolution that failed
+    assert [c["phase"] for c in proj.calls(ticket="pt-2")] == ["implement", "review", "resolve"]
+    assert len(proj.calls()) == 5
 
 
 #: a gate that waits for a file (so a merge can be caught holding the ticket's lock)
