@@ -449,3 +449,31 @@ def commit_all_with(cwd: Path, name: str, text: str) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return commit_all(cwd, f"edit {name}")
+
+
+# -- what an older tf_fsm left where a worktree was removed by hand ------------------------
+
+
+def test_a_directory_of_nothing_but_the_tickets_file_copies_is_removed(repo: Path) -> None:
+    copies = tree_of(repo) / ".tf" / "knowledge" / "tickets" / "pt-1"
+    copies.mkdir(parents=True)
+    (copies / "review-general.md").write_text("# Review\n")
+    (copies / "prompts").mkdir()
+    _, notes = ensure(repo, settings(), "pt-1", "main")
+    assert_complete(repo)
+    assert any(n.startswith(f"removed {tree_of(repo)}: it was not a worktree") for n in notes)
+    assert not (tree_of(repo) / ".tf" / "knowledge").exists()
+
+
+@pytest.mark.parametrize("beside", [".tf/config.json", ".tf/knowledge/other.md", "code.py"])
+def test_copies_of_the_tickets_files_beside_anything_else_are_refused_untouched(
+    repo: Path, beside: str
+) -> None:
+    copies = tree_of(repo) / ".tf" / "knowledge" / "tickets" / "pt-1"
+    copies.mkdir(parents=True)
+    (copies / "review-general.md").write_text("# Review\n")
+    (tree_of(repo) / beside).write_text("mine\n")
+    with pytest.raises(WorkspaceError, match=r"holds files and is not a worktree"):
+        ensure(repo, settings(), "pt-1", "main")
+    assert (tree_of(repo) / beside).read_text() == "mine\n"
+    assert (copies / "review-general.md").read_text() == "# Review\n"

@@ -74,8 +74,12 @@ def run_attempt_gates(
             ev.GateFeedbackSent, n, innerTry=round_, gates=[r.name for r in failed],
             bytes=len(message.encode("utf-8")),
         )  # fmt: skip
-        return invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
+        failure = invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
+        if failure is None:  # the gates run again, in the ticket's tree
+            run.tree.before_commands(run, n)
+        return failure
 
+    run.tree.before_commands(run, n)
     return run_gates(
         wf.qualityGates, run.tree.path, default_max=wf.qualityGateMaxRetries,
         feedback=feedback and feedback_possible(wf), redact=run.store.redactor,

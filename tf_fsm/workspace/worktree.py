@@ -22,7 +22,7 @@ from tf_fsm.fs.atomic import (
     atomic_write_text,
 )
 from tf_fsm.fs.confine import check_within
-from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.workspace.agent_files import (
     Record,
     agent_entries,
@@ -39,6 +39,7 @@ from tf_fsm.workspace.merge import merge_of
 from tf_fsm.workspace.model import (
     Workspace,
     branch_name,
+    ticket_dir_in,
     worktree_path,
     worktrees_dir,
 )
@@ -111,31 +112,48 @@ def ensure(
     root: Path, settings: LoadedSettings, ticket_id: str, base: str
 ) -> tuple[Workspace, list[str]]:
     """The ticket's workspace, made from `base` if needed, and one-line notes on what was made
-    or repaired. Any state a crash inside it leaves is completed by the next call."""
+    or repaired. Any state a crash inside it leaves is completed by the next call; a worktree
+    removed by hand is made again from the ticket's branch, at its tip."""
     git = require_repository(root, "ticket workspaces")
     common = git.common_dir()
     tree = worktree_path(root, settings, ticket_id)
     branch = branch_name(settings, ticket_id)
     _check_place(root, tree)
+    mirror = ticket_dir_in(tree, root, knowledge_dir(root, settings) / "tickets" / ticket_id)
     with worktree_registry(common):
         admins = [e.admin for e in _registry(common) if _registers(e, tree)]
         notes = clear_locks(common, admins, root, tree, branch, ticket_id)
-        notes += _ensure_branch(git, branch, base)
+        made_branch = _ensure_branch(git, branch, base)
+        notes += made_branch
         notes += _ensure_ignored(git, common, root, settings)
         entry = _settled(root, common, tree)
         if entry is None:
-            notes += _clear(git, common, tree, removing=False)
+            notes += _clear(git, common, tree, removing=False, mirror=mirror)
             git.run("worktree", "add", "--quiet", str(tree), branch)
             entry = _ready(common, tree)
             if entry is None:  # git said it made it: its registry says otherwise
                 raise WorkspaceError(f"git worktree add did not register {tree}")
-            notes.append(f"made the worktree {tree} for the branch {branch}")
+            notes.append(_made_note(git, tree, branch, again=not made_branch))
         else:
             _check_branch(tree, entry.admin, branch)
     record, copied = agent_files(root, settings, tree, entry.admin, base)
     if record.base != base:
         notes.append(f"{branch} was made from {record.base}, not {base}: it merges into it")
     return Workspace(ticket_id, root, tree, branch, record.base, record.copied), notes + copied
+
+
+def intact(common: Path, tree: Path) -> bool:
+    """Is the worktree at `tree` whole: registered in git's registry (in the common git
+    directory `common`), its checkout done, its `.git` file naming its entry? Read from the
+    registry's files, no git process: a run asks before everything it runs there."""
+    return _ready(common, tree) is not None
+
+
+def _made_note(git: Git, tree: Path, branch: str, *, again: bool) -> str:
+    if not again:
+        return f"made the worktree {tree} for the branch {branch}"
+    tip = git.rev(f"refs/heads/{branch}") or ""
+    return f"made the worktree {tree} from the branch {branch} at {tip[:12]}, its last commit"
 
 
 def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[str]:
@@ -277,10 +295,13 @@ def _check_branch(tree: Path, admin: Path, branch: str) -> None:
 # -- what a killed git left ----------------------------------------------------------------
 
 
-def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
+def _clear(
+    git: Git, common: Path, tree: Path, *, removing: bool, mirror: Path | None = None
+) -> list[str]:
     """Undo what a `git worktree add` (or `remove`) cut off left at `tree`, so that it can run
-    again. A directory there that is not such a leftover is never touched: refused when
-    making the worktree, noted when removing it."""
+    again, and (given the ticket's `mirror` path) a directory holding nothing but tf_fsm's
+    copies of the ticket's files. A directory there that is not such a leftover is never
+    touched: refused when making the worktree, noted when removing it."""
     entries = _registry(common)
     ours = [e for e in entries if _registers(e, tree)]
     strays = [e for e in entries if e.tree is None and e.locked is not None and _named(e, tree)]
@@ -289,7 +310,7 @@ def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
     if cut_off:
         remove_entry(tree)
         notes.append(f"removed {tree}, a worktree half made or half removed")
-    elif ours and os.path.lexists(tree):
+    elif ours and os.path.lexists(tree) and not _only_mirror(tree, common, mirror):
         raise _foreign(tree, "is registered as a worktree but has no valid .git file")
     if not _git_at_work(git.cwd, tree):  # else another `worktree add` may be at work
         cut_off += strays
@@ -297,7 +318,7 @@ def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
         shutil.rmtree(entry.admin)
         notes.append(f"removed {entry.admin}, git's record of a worktree never finished")
     try:
-        notes += _clear_leftover(tree, common)
+        notes += _clear_leftover(tree, common, mirror)
     except WorkspaceError:
         if not removing:
             raise
@@ -308,24 +329,59 @@ def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
     return notes
 
 
-def _clear_leftover(tree: Path, common: Path) -> list[str]:
-    """An unregistered directory at `tree` may only be empty, or hold nothing but a `.git`
-    file a killed `git worktree add` left (cut short, or naming a registry entry gone)."""
+def _clear_leftover(tree: Path, common: Path, mirror: Path | None) -> list[str]:
+    """An unregistered directory at `tree` may only be empty, hold nothing but a `.git` file a
+    killed `git worktree add` left (cut short, or naming a registry entry gone), or hold
+    nothing but the ticket's `mirror`: tf_fsm's copies of the ticket's files, whose record is
+    the ticket's store (what an older tf_fsm made of a worktree removed by hand)."""
     if not os.path.lexists(tree):
         return []
     if tree.is_symlink() or not tree.is_dir():
         raise _foreign(tree, "is not a directory")
     names = [p.name for p in tree.iterdir()]
+    if names in ([], [".git"]) and _stale_gitfile(tree, common) in (True, None):
+        remove_entry(tree / ".git")
+        tree.rmdir()
+        return [f"removed the empty {tree}, left by a worktree never finished"]
+    if _only_mirror(tree, common, mirror):
+        shutil.rmtree(tree)
+        held = os.path.relpath(mirror or tree, tree)
+        return [
+            f"removed {tree}: it was not a worktree, only tf-fsm's copies of the ticket's "
+            f"files ({held}), which the ticket's store keeps"
+        ]
+    raise _foreign(tree, "holds files and is not a worktree of this repository")
+
+
+def _stale_gitfile(tree: Path, common: Path) -> bool | None:
+    """Is `tree/.git` a file a killed `git worktree add` left (cut short, or naming a registry
+    entry that is gone or of this repository)? None when there is no `.git` at all."""
     gitfile = tree / ".git"
-    if names == [".git"] and gitfile.is_file() and not gitfile.is_symlink():
-        target = _gitfile_target(tree)
-        if target is None or not target.exists() or target.parent == common / "worktrees":
-            gitfile.unlink()
-            names = []
-    if names:
-        raise _foreign(tree, "holds files and is not a worktree of this repository")
-    tree.rmdir()
-    return [f"removed the empty {tree}, left by a worktree never finished"]
+    if not os.path.lexists(gitfile):
+        return None
+    if not gitfile.is_file() or gitfile.is_symlink():
+        return False
+    target = _gitfile_target(tree)
+    return target is None or not target.exists() or target.parent == common / "worktrees"
+
+
+def _only_mirror(tree: Path, common: Path, mirror: Path | None) -> bool:
+    """Does `tree` hold nothing but the directories down to `mirror` and what is in it (and
+    at most a stale `.git` file)? Nothing of a person's is there then."""
+    if mirror is None or not mirror.is_relative_to(tree) or mirror == tree:
+        return False
+    here, skip = tree, {".git"} if _stale_gitfile(tree, common) else set()
+    for part in mirror.relative_to(tree).parts:
+        try:
+            entries = [e for e in os.scandir(here) if e.name not in skip]
+        except OSError:
+            return False
+        if len(entries) != 1 or entries[0].name != part:
+            return False
+        if not entries[0].is_dir(follow_symlinks=False):
+            return False
+        here, skip = here / part, set()
+    return True
 
 
 def _remove_tree(ws: Workspace, common: Path) -> list[str]:
