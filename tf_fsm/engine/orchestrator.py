@@ -40,7 +40,7 @@ from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.reset import rebuilt, repair_and_reset
-from tf_fsm.engine.ticket_file import close_ticket
+from tf_fsm.engine.ticket_file import close_ticket, shown_path
 from tf_fsm.engine.tree import SharedTree
 from tf_fsm.engine.worktree import open_tree
 from tf_fsm.executors import Executor, make_executor
@@ -208,9 +208,10 @@ class TicketRun:
             retryCount=state.retryCount,
             maxRetries=self.settings.max_retries,
         )
+        summary = shown_path(self, self.store.dir / "close-summary.md")
         note = (
             f"tf-fsm: blocked after {state.retryCount} attempts (max retries "
-            f"{self.settings.max_retries}); see {self.store.dir / 'close-summary.md'}"
+            f"{self.settings.max_retries}); see {summary}"
         )
         self.edit_ticket(lambda text: tickets.with_note(text, note, self.now()))
 
