@@ -17,7 +17,15 @@ from typing import Any
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import PHASE_ARTIFACT
 from tf_fsm.core.machine import MERGE_PHASE, PHASES
-from tf_fsm.core.workspace_events import MergeStarted
+from tf_fsm.core.workspace_events import (
+    MergeCompleted,
+    MergeRebased,
+    MergeRefused,
+    MergeStarted,
+)
+
+#: the journal's steps of a merge: any of them for an attempt means its merge began
+MERGE_STEPS = (MergeStarted, MergeRebased, MergeCompleted, MergeRefused)
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,14 @@ class ResumePoint:
     phase: str
     reason: str
     finished: bool = False  # every phase completed: only the attempt's ending is missing
+    #: where it picks up in words, when not at `phase`: a finished attempt runs no phase
+    #: again, it resumes at its merge (`merge`) or only records its ending (`its ending`)
+    ending: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the attempt picks up, as `run`, `run --plan`, `status` and the board say it."""
+        return self.ending or self.phase
 
 
 def resume_point(
@@ -78,7 +94,20 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
         if problem is not None:
             return ResumePoint(phase, problem)
         newest = seen.mtime_ns if seen is not None else newest
-    return ResumePoint(PHASES[-1], "every phase completed; the attempt only needs its ending", True)
+    return _finished(mine)
+
+
+def _finished(mine: Sequence[ev.Event]) -> ResumePoint:
+    """Every phase of the attempt completed: no agent runs again. Its merge began (a refused
+    merge, a run killed in the merge queue): it resumes at the merge; else only its ending is
+    recorded (in a workspace, a passed attempt then merges)."""
+    if any(isinstance(e, MERGE_STEPS) for e in mine):
+        return ResumePoint(
+            PHASES[-1], "every phase completed; only the merge is left, no agent runs", True,
+            MERGE_PHASE,
+        )  # fmt: skip
+    why = "every phase completed; only the attempt's ending is left, no agent runs"
+    return ResumePoint(PHASES[-1], why, True, "its ending")
 
 
 def _changed(name: str, sha256: str, seen: Seen | None, phase: str) -> str | None:

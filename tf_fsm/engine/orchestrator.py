@@ -352,7 +352,7 @@ class TicketRun:
         phase = point.phase
         self.event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
         self.observer.note(
-            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
+            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {point.where}: {point.reason}"
         )
         return attempt, state
 
@@ -364,6 +364,7 @@ class TicketRun:
         attempt = self.attempt_from_context(number, trigger, tier)
         attempt.facts.resume_phase = point.phase
         attempt.finished = point.finished and point.phase == "close"
+        attempt.ending = point.ending if attempt.finished else None
         return attempt
 
     def attempt_from_context(
