@@ -92,6 +92,8 @@ def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields:
     """One gate command's run on attempt `n`: its output in the artifact `log`, its result
     journaled (`GateEvaluated`, with `fields`: the inner try, the reason)."""
     run.store.write_artifact(log, f"# {result.summary}\n{result.output}")
+    if result.preexisting:
+        fields["preexisting"] = True
     run.event(
         ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
         exitCode=result.exit_code, durationMs=round(result.duration * 1000),

@@ -25,6 +25,7 @@ from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.agent_files import drop_copies_held_by
 from tf_fsm.workspace.checkpoint import head
+from tf_fsm.workspace.rebased import rebased_commits
 from tf_fsm.workspace.tk_files import set_aside_tk_changes
 
 if TYPE_CHECKING:
@@ -79,9 +80,10 @@ def _rebase_gate_merge(
         if rebased.conflict:
             return _refuse(run, n, MERGE_CONFLICT, rebased.conflict, _conflict(ws, rebased))
         if rebased.moved:
+            became = rebased_commits(ws.git, rebased.base, rebased.old_tip, rebased.new_tip)
             run.event(
                 wev.MergeRebased, n, baseSha=rebased.base, oldTip=rebased.old_tip,
-                newTip=rebased.new_tip,
+                newTip=rebased.new_tip, checkpoints=became,
             )  # fmt: skip
         # Also when the attempt resumes here: a person may have changed the branch since.
         if rebased.moved or attempt.resumed_from is not None:
