@@ -28,6 +28,13 @@ def _ready_notes(proj: Project) -> list[str]:
     return [n for e in proj.events("pt-1", "WorkspaceReady") for n in e["notes"]]
 
 
+def _merged_as_reviewed(proj: Project) -> None:
+    """Every reviewer ran in the worktree holding the worker's change, and the ticket merged."""
+    assert proj.show("main:a.txt") == "implemented\nreviewed\n"
+    assert proj.tk_status("pt-1", "main") == "closed"
+    proj.assert_nothing_left()
+
+
 def test_a_worktree_removed_while_a_reviewer_runs_stops_the_run_and_the_next_run_rebuilds_it(
     proj: Project,
 ) -> None:
@@ -59,10 +66,7 @@ def test_a_worktree_removed_while_a_reviewer_runs_stops_the_run_and_the_next_run
     note = f"made the worktree {tree} from the branch tf/pt-1 at {tip}, its last commit"
     assert note in done.stderr
     assert note in _ready_notes(proj)
-    # the review ran again, every reviewer in the worktree holding the worker's change
-    assert proj.show("main:a.txt") == "implemented\nreviewed\n"
-    assert proj.tk_status("pt-1", "main") == "closed"
-    proj.assert_nothing_left()
+    _merged_as_reviewed(proj)  # the review ran again
 
 
 def test_a_worktree_removed_between_two_invocations_is_made_again_before_the_next(
@@ -95,9 +99,7 @@ def test_a_worktree_removed_between_two_invocations_is_made_again_before_the_nex
     assert lead in _ready_notes(proj)[-2]  # journaled with what ensure did
     reviews = proj.calls(phase="review")
     assert [c["role"] for c in reviews] == ["reviewer-general"] * 2 + ["reviewer-spec-audit"]
-    assert proj.show("main:a.txt") == "implemented\nreviewed\n"
-    assert proj.tk_status("pt-1", "main") == "closed"
-    proj.assert_nothing_left()
+    _merged_as_reviewed(proj)
 
 
 def test_a_directory_holding_only_copies_of_the_tickets_files_does_not_block_later_runs(
@@ -132,5 +134,4 @@ def test_a_directory_holding_only_copies_of_the_tickets_files_does_not_block_lat
         f"removed {tree}: it was not a worktree, only tf-fsm's copies of the ticket's files "
         f"(.tf/knowledge/tickets/pt-1), which the ticket's store keeps"
     ) in done.stderr
-    assert proj.show("main:a.txt") == "implemented\nreviewed\n"
-    proj.assert_nothing_left()
+    _merged_as_reviewed(proj)

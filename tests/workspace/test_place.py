@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gitrepo import branches, commit_all, git, init_repo, isolate, status
+from tests.gitrepo import branches, init_repo, isolate, status
 from tf_fsm.errors import WorkspaceError
 from tf_fsm.settings.load import settings_from_dict
 from tf_fsm.workspace.place import EXCLUDE_COMMENT
@@ -43,11 +43,8 @@ def test_exclude_lines_added_for_an_earlier_directory_are_removed_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate(monkeypatch)
-    root = tmp_path / "bare-ignores"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "app.py").write_text("x = 1\n")
-    commit_all(root, "initial")  # no .gitignore: nothing of .tf/ is ignored
+    # no .gitignore: nothing of .tf/ is ignored
+    root = init_repo(tmp_path / "bare-ignores", {"app.py": "x = 1\n"}, ignores=False)
     mine = "# mine\n*.log\n"
     # what tf_fsm wrote while ralph.parallelWorktreesDir was "src", after the user's lines
     exclude_of(root).write_text(f"{mine}{EXCLUDE_COMMENT}\n/src/\n")

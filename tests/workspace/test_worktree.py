@@ -157,11 +157,8 @@ def test_the_worktrees_directory_is_excluded_once_when_the_project_does_not_igno
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate(monkeypatch)
-    root = tmp_path / "bare-ignores"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "app.py").write_text("x = 1\n")
-    commit_all(root, "initial")  # no .gitignore: nothing of .tf/ is ignored
+    # no .gitignore: nothing of .tf/ is ignored
+    root = init_repo(tmp_path / "bare-ignores", {"app.py": "x = 1\n"}, ignores=False)
     _, notes = ensure(root, settings(), "pt-1", "main")
     ensure(root, settings(), "pt-2", "main")
     exclude = (root / ".git" / "info" / "exclude").read_text()
