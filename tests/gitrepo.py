@@ -37,12 +37,15 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return result.stdout.strip()
 
 
-def init_repo(root: Path, files: dict[str, str] | None = None, branch: str = "main") -> Path:
-    """A repository at `root` on `branch` with one commit of `files` (and a .gitignore that
-    keeps tf_fsm's run state out, as `tf-fsm init` writes it)."""
+def init_repo(
+    root: Path, files: dict[str, str] | None = None, branch: str = "main", *, ignores: bool = True
+) -> Path:
+    """A repository at `root` on `branch` with one commit of `files` (and, with `ignores`, a
+    .gitignore that keeps tf_fsm's run state out, as `tf-fsm init` writes it)."""
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", branch)
-    for name, text in {".gitignore": ".tf/knowledge/\n.tf/ralph/\n", **(files or {})}.items():
+    ignored = {".gitignore": ".tf/knowledge/\n.tf/ralph/\n"} if ignores else {}
+    for name, text in {**ignored, **(files or {})}.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

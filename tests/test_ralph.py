@@ -538,7 +538,9 @@ def test_progress_entries_follow_pi_ticketflow(tmp_path: Path) -> None:
     progress.current([], "COMPLETE")
     text = path.read_text()
     assert text.startswith("# Ralph Loop Progress\n\n## Current State\n\n- Status: COMPLETE\n")
-    assert "- Tickets completed: 1\n- Tickets failed: 1\n- Total iterations: 2\n" in text
+    # one ticket, counted once by its newest entry; two entries
+    stats = "- Tickets completed: 1\n- Tickets failed: 0\n- Tickets in progress: 0\n"
+    assert stats + "- Total iterations: 2\n" in text
     history = text.split(PROGRESS_MARKER + "\n", 1)[1]
     assert re.fullmatch(
         r"- pt-1: COMPLETE \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\n"
@@ -565,7 +567,8 @@ def test_progress_keeps_an_existing_pi_ticketflow_file(tmp_path: Path) -> None:
     path.write_text(old)
     ProgressFile(path, tmp_path).record(_result("error", reason="implement failed"), "")
     text = path.read_text()
-    assert "- Tickets completed: 5\n- Tickets failed: 1\n- Total iterations: 6\n" in text
+    stats = "- Tickets completed: 5\n- Tickets failed: 1\n- Tickets in progress: 0\n"
+    assert stats + "- Total iterations: 6\n" in text
     assert text.endswith("  - Summary: Old entry\n  - Status: COMPLETE\n")
     assert f"{PROGRESS_MARKER}\n- pt-1: FAILED (" in text
     assert "  - Error: implement failed\n" in text

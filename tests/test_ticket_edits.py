@@ -82,7 +82,7 @@ def test_run_closing_a_mixed_ticket_changes_only_the_status_line(project: Path) 
     started = store.load_retry_state().attempts[0].startedAt  # type: ignore[union-attr]
     note = (
         f"tf-fsm: closed attempt 1 (started {started}): quality gate passed; "
-        f"{outcome.reason}. Artifacts: {store.dir}"
+        f"{outcome.reason}. Artifacts: .tf/knowledge/tickets/t-1"
     )
     # Mostly LF: the status line (CRLF before) is written with LF, the note lines too.
     expected = MIXED.replace(b"status: open\r\n", b"status: closed\n") + (

@@ -17,8 +17,8 @@ from tf_fsm.settings.load import LoadedSettings, settings_from_dict
 from tf_fsm.views.workspaces import disk_usage
 from tf_fsm.workspace.agent_files import RECORD
 from tf_fsm.workspace.checkpoint import checkpoint
+from tf_fsm.workspace.place import EXCLUDE_COMMENT
 from tf_fsm.workspace.worktree import (
-    EXCLUDE_COMMENT,
     base_branch,
     ensure,
     find,
@@ -124,8 +124,10 @@ def test_the_base_must_exist(repo: Path) -> None:
 
 @pytest.mark.parametrize("where", [".", ".."])
 def test_worktrees_at_or_above_the_root_are_refused(repo: Path, where: str) -> None:
-    loaded = settings_from_dict({"ralph": {"parallelWorktreesDir": where}})
-    with pytest.raises(WorkspaceError, match="parallelWorktreesDir"):
+    """Spelled so, at load time (tests/e2e/test_worktrees_dir.py); here through a symlink."""
+    (repo / "trees").symlink_to(repo / where)
+    loaded = settings_from_dict({"ralph": {"parallelWorktreesDir": "trees"}})
+    with pytest.raises((WorkspaceError, UnsafePathError), match="trees"):
         ensure(repo, loaded, "pt-1", "main")
     assert registered(repo) == [str(repo.resolve())]
 
@@ -155,11 +157,8 @@ def test_the_worktrees_directory_is_excluded_once_when_the_project_does_not_igno
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate(monkeypatch)
-    root = tmp_path / "bare-ignores"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    (root / "app.py").write_text("x = 1\n")
-    commit_all(root, "initial")  # no .gitignore: nothing of .tf/ is ignored
+    # no .gitignore: nothing of .tf/ is ignored
+    root = init_repo(tmp_path / "bare-ignores", {"app.py": "x = 1\n"}, ignores=False)
     _, notes = ensure(root, settings(), "pt-1", "main")
     ensure(root, settings(), "pt-2", "main")
     exclude = (root / ".git" / "info" / "exclude").read_text()

@@ -201,6 +201,7 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
             print(
                 f"         {call['role']:<24} {call['model']} ({call['source']}) "
                 f"{Path(call['template']).name} [{call['templateOrigin']}] {call['promptBytes']} B"
+                + (f" ({call['when']})" if "when" in call else "")
             )
     _print_gates(data.get("qualityGates") or [])
     return EXIT_OK

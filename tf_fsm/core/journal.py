@@ -265,6 +265,8 @@ class GateEvaluated(Event):
     durationMs: NonNegative | None = None
     innerTry: Ordinal | None = None
     required: bool | None = None
+    #: a required command failing no worse than on the base commit: reported, not blocking
+    preexisting: bool | None = None
 
 
 class GateFeedbackSent(Event):

@@ -25,7 +25,8 @@ from tf_fsm.core.workspace_events import (
     MergeStarted,
 )
 
-#: the journal's steps of an attempt's merge
+#: the journal's steps of an attempt's merge: any of them for an attempt means its merge
+#: began (or, MergeHeld, waits for `tf-fsm merge`)
 MERGE_STEPS = (MergeHeld, MergeStarted, MergeRebased, MergeCompleted, MergeRefused)
 
 
@@ -45,6 +46,14 @@ class ResumePoint:
     phase: str
     reason: str
     finished: bool = False  # every phase completed: only the attempt's ending is missing
+    #: where it picks up in words, when not at `phase`: a finished attempt runs no phase
+    #: again, it resumes at its merge (`merge`) or only records its ending (`its ending`)
+    ending: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the attempt picks up, as `run`, `run --plan`, `status` and the board say it."""
+        return self.ending or self.phase
 
 
 def resume_point(
@@ -90,7 +99,20 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
         if problem is not None:
             return ResumePoint(phase, problem)
         newest = seen.mtime_ns if seen is not None else newest
-    return ResumePoint(PHASES[-1], "every phase completed; the attempt only needs its ending", True)
+    return _finished(mine)
+
+
+def _finished(mine: Sequence[ev.Event]) -> ResumePoint:
+    """Every phase of the attempt completed: no agent runs again. Its merge began (a refused
+    merge, a run killed in the merge queue): it resumes at the merge; else only its ending is
+    recorded (in a workspace, a passed attempt then merges)."""
+    if any(isinstance(e, MERGE_STEPS) for e in mine):
+        return ResumePoint(
+            PHASES[-1], "every phase completed; only the merge is left, no agent runs", True,
+            MERGE_PHASE,
+        )  # fmt: skip
+    why = "every phase completed; only the attempt's ending is left, no agent runs"
+    return ResumePoint(PHASES[-1], why, True, "its ending")
 
 
 def _changed(name: str, sha256: str, seen: Seen | None, phase: str) -> str | None:

@@ -66,12 +66,14 @@ class MergeStarted(Event):
 
 class MergeRebased(Event):
     """The base moved since the branch was made: the branch was rebased onto it (the gate
-    commands then run again on the rebased tree)."""
+    commands then run again on the rebased tree). `checkpoints`: each of the branch's commits
+    before the rebase -> the commit it became (the old ones are on no branch any more)."""
 
     event: Literal["MergeRebased"] = "MergeRebased"
     baseSha: str
     oldTip: str
     newTip: str
+    checkpoints: dict[str, str] = Field(default_factory=dict)
 
 
 class BranchRebased(Event):

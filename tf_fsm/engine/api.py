@@ -121,10 +121,16 @@ class RunTree(Protocol):
         branch left the base branch, or the project's HEAD; None outside git."""
 
     def before_invocation(self, run: RunContext, invocation: Invocation) -> None:
-        """Give the agent the ticket's files where it looks for them."""
+        """Make sure `path` is the ticket's tree, then give the agent the ticket's files where
+        it looks for them."""
 
     def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
-        """Bring what the agent wrote into the ticket's store."""
+        """Bring what the agent wrote into the ticket's store (refused when `path` stopped
+        being the ticket's tree while the agent ran)."""
+
+    def before_commands(self, run: RunContext, attempt: int) -> None:
+        """The quality-gate commands are about to run in `path`: make sure it is the
+        ticket's tree."""
 
     def after_phase(self, run: RunContext, attempt: int, phase: str) -> None:
         """The phase completed: record the tree it left."""

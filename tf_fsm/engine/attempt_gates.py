@@ -74,8 +74,12 @@ def run_attempt_gates(
             ev.GateFeedbackSent, n, innerTry=round_, gates=[r.name for r in failed],
             bytes=len(message.encode("utf-8")),
         )  # fmt: skip
-        return invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
+        failure = invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
+        if failure is None:  # the gates run again, in the ticket's tree
+            run.tree.before_commands(run, n)
+        return failure
 
+    run.tree.before_commands(run, n)
     return run_gates(
         wf.qualityGates, run.tree.path, default_max=wf.qualityGateMaxRetries,
         feedback=feedback and feedback_possible(wf), redact=run.store.redactor,
@@ -88,6 +92,8 @@ def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields:
     """One gate command's run on attempt `n`: its output in the artifact `log`, its result
     journaled (`GateEvaluated`, with `fields`: the inner try, the reason)."""
     run.store.write_artifact(log, f"# {result.summary}\n{result.output}")
+    if result.preexisting:
+        fields["preexisting"] = True
     run.event(
         ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
         exitCode=result.exit_code, durationMs=round(result.duration * 1000),

@@ -36,6 +36,7 @@ class AttemptContext:
     prior_failure: dict[str, Any] | None = None
     resumed_from: str | None = None  # the attempt status a resume picked up from
     finished: bool = False  # resumed after its last phase completed: only the ending runs
+    ending: str | None = None  # a finished one's: `merge`, or `its ending` (ResumePoint.where)
     #: prompts rendered when the attempt began (template check), by (phase, role, artifact):
     #: the context is fixed for the attempt, so each is rendered once (PhaseRunner._invoke)
     prompts: dict[tuple[str, str, str], str] = field(default_factory=dict)

@@ -28,6 +28,7 @@ from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.agent_files import drop_copies_held_by
 from tf_fsm.workspace.checkpoint import head, reset_to
+from tf_fsm.workspace.rebased import rebased_commits
 from tf_fsm.workspace.tk_files import restore_tk_files, set_aside_tk_changes
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def _rebase_gate_merge(
             why = f"No agent resolves it: {refused}." if refused else None
             return _unresolved(run, attempt, tree, rebased, why)
         if rebased.moved and res is None:
-            _rebased(run, n, rebased)
+            _rebased(run, ws, n, rebased)
         # Also when the attempt resumes here: a person may have changed the branch since.
         if rebased.moved or attempt.resumed_from is not None:
             failing = _gates_again(run, attempt, tree)
@@ -106,7 +107,7 @@ def _rebase_gate_merge(
             if (blocked := resolution.review(run, attempt, tree, res)) is not None:
                 return _conflicted(run, attempt, tree, res, rebased, blocked)
             resolution.passed(run, attempt, res, rebased.new_tip)
-            _rebased(run, n, rebased)
+            _rebased(run, ws, n, rebased)
         message = f"Merge {run.ticket_id}: {run.ticket.title}"
         merged = queue.merge(
             ws, strategy=tree.strategy, message=message, tk_file=_tk_file(run),
@@ -126,10 +127,13 @@ def _rebase_gate_merge(
     return None
 
 
-def _rebased(run: RunContext, n: int, rebased: queue.Rebased) -> None:
+def _rebased(run: RunContext, ws: Workspace, n: int, rebased: queue.Rebased) -> None:
+    """Journal the rebase, with the commit each checkpoint became (so the shas shown are on
+    the branch, and then on the base branch)."""
+    became = rebased_commits(ws.git, rebased.base, rebased.old_tip, rebased.new_tip)
     run.event(
         wev.MergeRebased, n, baseSha=rebased.base, oldTip=rebased.old_tip,
-        newTip=rebased.new_tip,
+        newTip=rebased.new_tip, checkpoints=became,
     )  # fmt: skip
 
 

@@ -8,6 +8,10 @@ workspace-write`). So before each invocation the files an agent reads are copied
 worktree's copy of the ticket directory (the mirror), and afterwards what it wrote there is
 copied back into the store, where it is checked and redacted like any agent's file. The store
 is the record; the mirror is rebuilt from it before every invocation.
+
+The mirror is made inside the worktree, never in its place: a worktree that is gone is not
+made again by writing the mirror where it stood (a directory with no code and no git, in which
+agents would run); it is made again from its branch (tf_fsm.engine.worktree).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import os
 from pathlib import Path
 
 from tf_fsm.core.artifacts import REPORTS
-from tf_fsm.errors import InvalidArtifactNameError
+from tf_fsm.errors import InvalidArtifactNameError, WorkspaceError
 from tf_fsm.fs.atomic import atomic_write_bytes, make_dirs
+from tf_fsm.fs.confine import check_within
 from tf_fsm.storage.artifact_names import artifact_segments
 
 #: files of the store an agent never gets and never gives back: tf_fsm's own records
@@ -57,15 +62,24 @@ def _copy(source: Path, target: Path, within: Path) -> bool:
 
 def fill(store_dir: Path, mirror: Path, extra: list[Path], within: Path) -> None:
     """Before an invocation: the store's artifacts (and `extra` files of it, e.g. the prompt
-    and chain-context.json) into the mirror. Nothing in the mirror is deleted: an agent's
-    scratch files are its own."""
-    make_dirs(mirror, within=within)
+    and chain-context.json) into the mirror, inside the worktree `within`, which must exist.
+    Nothing in the mirror is deleted: an agent's scratch files are its own."""
+    _make_below(mirror, within)
     for name, path in _shared_names(store_dir).items():
         _copy(path, mirror / name, within)
     for path in extra:
         target = mirror / path.relative_to(store_dir)
-        make_dirs(target.parent, within=within)
+        _make_below(target.parent, within)
         _copy(path, target, within)
+
+
+def _make_below(directory: Path, tree: Path) -> None:
+    """`mkdir -p` of `directory` below `tree`, never `tree` itself: a worktree that is gone
+    is not made again here."""
+    check_within(directory, tree)
+    if not tree.is_dir():
+        raise WorkspaceError(f"the worktree {tree} is gone: the ticket's files are not copied")
+    make_dirs(directory, within=tree)
 
 
 def collect(mirror: Path, store_dir: Path, output: str) -> list[str]:

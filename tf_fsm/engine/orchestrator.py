@@ -40,7 +40,7 @@ from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.reset import rebuilt, repair_and_reset
-from tf_fsm.engine.ticket_file import close_ticket
+from tf_fsm.engine.ticket_file import close_ticket, shown_path
 from tf_fsm.engine.tree import SharedTree
 from tf_fsm.engine.worktree import hold_merge, left_tree, merge_facts, open_tree
 from tf_fsm.errors import UsageError
@@ -220,9 +220,10 @@ class TicketRun:
             retryCount=state.retryCount,
             maxRetries=self.settings.max_retries,
         )
+        summary = shown_path(self, self.store.dir / "close-summary.md")
         note = (
             f"tf-fsm: blocked after {state.retryCount} attempts (max retries "
-            f"{self.settings.max_retries}); see {self.store.dir / 'close-summary.md'}"
+            f"{self.settings.max_retries}); see {summary}"
         )
         self.edit_ticket(lambda text: tickets.with_note(text, note, self.now()))
 
@@ -364,7 +365,7 @@ class TicketRun:
         phase = point.phase
         self.event(ev.AttemptResumed, cur.attemptNumber, phase=phase, reason=point.reason)
         self.observer.note(
-            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {phase}: {point.reason}"
+            self.ticket_id, f"resuming attempt {cur.attemptNumber} at {point.where}: {point.reason}"
         )
         return attempt, state
 
@@ -376,6 +377,7 @@ class TicketRun:
         attempt = self.attempt_from_context(number, trigger, tier)
         attempt.facts.resume_phase = point.phase
         attempt.finished = point.finished and point.phase == "close"
+        attempt.ending = point.ending if attempt.finished else None
         return attempt
 
     def attempt_from_context(

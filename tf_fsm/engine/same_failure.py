@@ -14,6 +14,7 @@ from tf_fsm.core.escalation import detect_same_failure, next_tier, should_retry
 from tf_fsm.core.next_step import SAME_FAILURE, same_failure_pair, stop_reason
 from tf_fsm.core.signature import FailureSignature, failure_signature
 from tf_fsm.core.state import RetryState, update_current
+from tf_fsm.engine.ticket_file import shown_path
 from tf_fsm.tk import tickets
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ def stop(run: RunContext, state: RetryState) -> str:
     """The run ends on a same-failure stop: a tk note for a person, and the reason."""
     mode = run.settings.workflow.escalation.sameFailure
     what = HUMAN_NOTE if mode == "skip-tier" else "needs a human: the same failure twice in a row"
-    note = f"tf-fsm: {what}: {same_failure_pair(state)}; see {run.store.dir / 'close-summary.md'}"
+    summary = shown_path(run, run.store.dir / "close-summary.md")
+    note = f"tf-fsm: {what}: {same_failure_pair(state)}; see {summary}"
     run.edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
     return stop_reason(state, run.ticket_id)

@@ -4,6 +4,7 @@ the ticket in a workspace (tf_fsm.engine.merge_step)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tf_fsm.core.next_step import close_note
@@ -13,11 +14,21 @@ if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
 
 
+def shown_path(run: RunContext, path: Path) -> str:
+    """`path` as a note in the tk file names it: relative to the project root (tk files are
+    committed and shared, where this machine's absolute paths mean nothing); absolute only
+    when it lies outside the project (a knowledge directory configured there)."""
+    try:
+        return path.relative_to(run.root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def closed_text(run: RunContext, number: int, started: str, reason: str) -> str:
     """The tk file as attempt `number` closes it. The note names the attempt, so a ticket a
     person reopened later is told apart from one whose close never reached the file."""
     note = f"{close_note(number, started)}: quality gate passed; {reason}"
-    note += f". Artifacts: {run.store.dir}"
+    note += f". Artifacts: {shown_path(run, run.store.dir)}"
     # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
     text = run.ticket.path.read_bytes().decode("utf-8")
     return tickets.with_note(tickets.with_field(text, "status", "closed"), note, run.now())

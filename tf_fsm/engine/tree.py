@@ -38,6 +38,9 @@ class SharedTree:
     def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
         pass
 
+    def before_commands(self, run: RunContext, attempt: int) -> None:
+        pass
+
     def after_phase(self, run: RunContext, attempt: int, phase: str) -> None:
         pass
 

@@ -47,8 +47,11 @@ class TicketWorktree:
     #: ralph.parallelAutoMerge off, by `tf-fsm merge` (tf_fsm.core.next_step.merges_now)
     merges = True
 
-    def __init__(self, ws: Workspace, settings: LoadedSettings, store_dir: Path) -> None:
+    def __init__(
+        self, ws: Workspace, settings: LoadedSettings, store_dir: Path, common: Path
+    ) -> None:
         self.ws, self.path = ws, ws.tree
+        self.common = common  # the repository's git directory: its registry of worktrees
         self.keep = settings.settings.ralph.parallelKeepWorktrees
         self.rollback = settings.settings.workspace.rollback
         self.strategy = settings.settings.workspace.mergeStrategy
@@ -68,22 +71,75 @@ class TicketWorktree:
     # -- invocations ------------------------------------------------------------------------
 
     def before_invocation(self, run: RunContext, invocation: Invocation) -> None:
+        inv = invocation
+        self._rebuild_if_gone(
+            run, inv.attempt, f"{inv.phase} ({inv.role}) of attempt {inv.attempt}"
+        )
         extra = [self.store_dir / "chain-context.json", self._in_store(invocation.prompt_file)]
         mirror.fill(self.store_dir, self.mirror, [p for p in extra if p.is_file()], self.path)
 
     def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
+        inv = invocation
+        self._require_whole(run, inv.attempt, inv.phase, f"{inv.role} ran in {inv.phase}")
         taken = mirror.collect(self.mirror, self.store_dir, invocation.output.name)
         for name in taken:
             run.store.redact_agent_file(self.store_dir / name)
         if taken:  # the redacted copies back: no secret stays on either side
             mirror.fill(self.store_dir, self.mirror, [self.store_dir / n for n in taken], self.path)
 
+    def before_commands(self, run: RunContext, attempt: int) -> None:
+        self._rebuild_if_gone(run, attempt, f"the quality-gate commands of attempt {attempt}")
+
     def _in_store(self, agent_path: Path) -> Path:
         return self.store_dir / agent_path.relative_to(self.mirror)
+
+    # -- the worktree itself ----------------------------------------------------------------
+
+    def _rebuild_if_gone(self, run: RunContext, attempt: int, before: str) -> None:
+        """Nothing runs in a directory that is not the ticket's worktree: one removed by hand
+        between two steps is made again from the ticket's branch, at its last checkpoint
+        (what was not committed there went with it), noted and journaled (WorkspaceReady)."""
+        if worktree.intact(self.common, self.path):
+            return
+        tip = self._tip()
+        lead = (
+            f"the worktree {self.path} was gone before {before}: made again from the branch "
+            f"{self.ws.branch} at {tip[:12]}, its last checkpoint (what was not committed "
+            "there is lost)"
+        )
+        self.ws = ready_workspace(run, self.ws.base_branch, lead)
+
+    def _require_whole(self, run: RunContext, attempt: int, phase: str, what: str) -> None:
+        """A step whose worktree was removed while it ran does not count (an agent would have
+        seen no code, a phase's edits are lost): the run stops, and the next one makes the
+        worktree again and runs the phase again."""
+        if worktree.intact(self.common, self.path):
+            return
+        tip = self._tip()
+        raise WorkspaceError(
+            f"the worktree {self.path} is gone: it was removed while {what} (attempt "
+            f"{attempt} of {run.ticket_id}), so what was done there does not count. Run "
+            f"`tf-fsm run {run.ticket_id}` again: it makes the worktree again from the branch "
+            f"{self.ws.branch} at {tip[:12]}, its last checkpoint, and runs {phase} again"
+        )
+
+    def _tip(self) -> str:
+        """The ticket's branch's tip, what a worktree removed by hand is made again from."""
+        tip = self.ws.root_git.rev(f"refs/heads/{self.ws.branch}")
+        if tip is None:
+            raise WorkspaceError(
+                f"the worktree {self.path} and the branch {self.ws.branch} of "
+                f"{self.ws.ticket_id} are both gone: tf-fsm does not make them again from "
+                f"{self.ws.base_branch}, which would drop the attempt's checkpoints. Restore "
+                f"the branch (`git branch {self.ws.branch} <its last checkpoint>`; `tf-fsm "
+                f"status {self.ws.ticket_id}` names them) and run again"
+            )
+        return tip
 
     # -- phases and attempts ----------------------------------------------------------------
 
     def after_phase(self, run: RunContext, attempt: int, phase: str) -> None:
+        self._require_whole(run, attempt, phase, f"the {phase} phase ran")
         message = f"tf-fsm: {run.ticket_id} attempt {attempt} {phase}\n\n{run.ticket.title}"
         trailers = {TICKET_TRAILER: run.ticket_id, "Tf-Attempt": str(attempt), "Tf-Phase": phase}
         sha = checkpoint.checkpoint(self.ws, message, trailers)
@@ -243,7 +299,7 @@ def left_tree(run: RunContext) -> TicketWorktree:
         run.ticket_id, run.root, worktree_path(run.root, run.settings, run.ticket_id),
         branch_name(run.settings, run.ticket_id), "",
     )  # fmt: skip
-    return TicketWorktree(ws, run.settings, run.store.dir)
+    return TicketWorktree(ws, run.settings, run.store.dir, ws.root_git.common_dir())
 
 
 def attempt_start(run: RunContext, number: int) -> str | None:
@@ -278,16 +334,26 @@ def open_tree(run: RunContext) -> TicketWorktree | None:
     if not chosen.worktree:
         return None
     found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
+    ws = ready_workspace(run, base, made=found is None)
+    return TicketWorktree(ws, run.settings, run.store.dir, ws.root_git.common_dir())
+
+
+def ready_workspace(
+    run: RunContext, base: str, lead: str | None = None, *, made: bool = False
+) -> Workspace:
+    """The ticket's workspace made, found or repaired (worktree.ensure), journaled
+    (WorkspaceReady, with `lead` and the notes on what was done; `made`: its branch is new, so
+    its head is where the ticket's own commits will begin) and each note said."""
     ws, notes = worktree.ensure(run.root, run.settings, run.ticket_id, base)
+    notes = [lead, *notes] if lead else notes
     head = checkpoint.head(ws)
     run.event(
         wev.WorkspaceReady, None, branch=ws.branch, base=ws.base_branch, path=str(ws.tree),
-        head=head, notes=notes,
-        fork=head if found is None else None,  # a new branch holds nothing of its own yet
+        head=head, notes=notes, fork=head if made else None,
     )  # fmt: skip
     for note in notes:
         run.observer.note(run.ticket_id, note)
-    return TicketWorktree(ws, run.settings, run.store.dir)
+    return ws
 
 
 def _rebase_in(run: RunContext, ws: Workspace, n: int) -> Literal["none", "ours", "theirs"]:

@@ -27,6 +27,16 @@ LABELS = {
     "waiting": "WAITING",
     "awaiting_merge": "WAITING",
 }
+#: the Statistics lines: tickets by their newest entry's label, and the entries
+_COMPLETED, _FAILED = "- Tickets completed:", "- Tickets failed:"
+_IN_PROGRESS, _ITERATIONS = "- Tickets in progress:", "- Total iterations:"
+_STATISTIC_OF = {
+    "COMPLETE": _COMPLETED,
+    "BLOCKED": _FAILED,
+    "FAILED": _FAILED,
+    "INTERRUPTED": _IN_PROGRESS,
+    "WAITING": _IN_PROGRESS,
+}
 STATUS_LINES = {
     "closed": "CLOSED",
     "already_closed": "CLOSED",
@@ -140,9 +150,10 @@ class ProgressFile:
             "",
             "## Statistics",
             "",
-            "- Tickets completed: 0",
-            "- Tickets failed: 0",
-            "- Total iterations: 0",
+            f"{_COMPLETED} 0",
+            f"{_FAILED} 0",
+            f"{_IN_PROGRESS} 0",
+            f"{_ITERATIONS} 0",
             "",
             "## History",
             "",
@@ -182,19 +193,18 @@ class ProgressFile:
         self._update(change)
 
     def record(self, result: RunResult, next_step: str) -> None:
+        """A History entry for the run, and the Statistics: each ticket counted once, by its
+        newest entry (the ticket's previous entry's count moves to this one's), so the ticket
+        counts add up to the tickets in the History; every entry is an iteration."""
         label = LABELS.get(result.outcome, "FAILED")
 
         def change(lines: list[str], now: str) -> list[str]:
             entry = entry_lines(result, now, next_step)
-            for key, bump in (
-                ("- Tickets completed:", label == "COMPLETE"),
-                ("- Tickets failed:", label in ("FAILED", "BLOCKED")),
-                ("- Total iterations:", True),
-            ):
-                for i, line in enumerate(lines):
-                    if line.startswith(key) and bump:
-                        number = line[len(key) :].strip()
-                        lines[i] = f"{key} {int(number) + 1 if number.isdigit() else 1}"
+            lines = _with_statistic(lines, _IN_PROGRESS, after=_FAILED)
+            previous = _newest_label(lines, result.ticket)
+            if previous is not None:
+                lines = _add(lines, _STATISTIC_OF[previous], -1)
+            lines = _add(_add(lines, _STATISTIC_OF[label], 1), _ITERATIONS, 1)
             lines = self._set(lines, "- Last updated:", now)
             if PROGRESS_MARKER in lines:
                 at = lines.index(PROGRESS_MARKER) + 1
@@ -202,6 +212,38 @@ class ProgressFile:
             return lines + entry
 
         self._update(change)
+
+
+def _newest_label(lines: list[str], ticket: str) -> str | None:
+    """The label of the ticket's newest History entry (entries are newest first), if any."""
+    start = lines.index(PROGRESS_MARKER) + 1 if PROGRESS_MARKER in lines else 0
+    head = f"- {ticket}: "
+    for line in lines[start:]:
+        if line.startswith(head):
+            label = line[len(head) :].split(" ", 1)[0]
+            return label if label in _STATISTIC_OF else None
+    return None
+
+
+def _add(lines: list[str], key: str, delta: int) -> list[str]:
+    """The Statistics line `key` changed by `delta` (never below 0: a file another tool
+    counted differently may hold less)."""
+    out = []
+    for line in lines:
+        if line.startswith(key):
+            number = line[len(key) :].strip()
+            line = f"{key} {max(0, (int(number) if number.isdigit() else 0) + delta)}"
+        out.append(line)
+    return out
+
+
+def _with_statistic(lines: list[str], key: str, after: str) -> list[str]:
+    """`lines` with the Statistics line `key` (0), put after the line `after`, when a file
+    written before it (or by pi-ticketflow) lacks it."""
+    if any(line.startswith(key) for line in lines):
+        return lines
+    at = next((i + 1 for i, line in enumerate(lines) if line.startswith(after)), None)
+    return lines if at is None else [*lines[:at], f"{key} 0", *lines[at:]]
 
 
 def entry_lines(result: RunResult, now: str, next_step: str) -> list[str]:

@@ -3,6 +3,7 @@ why it is skipped, and the loop's result (shared by the loop and its views)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tf_fsm.loop.progress_file import RunResult
@@ -44,3 +45,41 @@ class LoopResult:
     iterations: int
     results: list[RunResult] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+
+
+#: the loop's totals, in the order its closing line gives them: each ticket counted once,
+#: by its final state in this loop (docs/ralph.md, "Output")
+TOTALS: tuple[str, ...] = (
+    "closed", "blocked", "failed", "waiting", "awaiting_merge", "interrupted", "skipped"
+)  # fmt: skip
+#: a run's outcome -> the total it counts in (a `locked` run never ran: not a final state)
+_TOTAL_OF = {
+    "closed": "closed",
+    "already_closed": "closed",
+    "blocked": "blocked",
+    "exhausted": "blocked",
+    "error": "failed",
+    "failed": "failed",
+    "waiting": "waiting",
+    "awaiting_merge": "awaiting_merge",
+    "interrupted": "interrupted",
+}
+
+
+def final_states(results: Iterable[RunResult], skipped: Mapping[str, str]) -> dict[str, str]:
+    """Each ticket the loop ran or skipped -> the total it counts in: the outcome of its last
+    run in this loop, else (never run, or only refused as locked) `skipped`. A ticket that ran
+    and was skipped afterwards (an error not resumed) keeps its run's outcome."""
+    states: dict[str, str] = {}
+    for result in results:
+        total = _TOTAL_OF.get(result.outcome)
+        if total is not None:
+            states[result.ticket] = total
+    for ticket in skipped:
+        states.setdefault(ticket, "skipped")
+    return states
+
+
+def totals(states: Mapping[str, str]) -> dict[str, int]:
+    """How many tickets end in each total (TOTALS order); they add up to `len(states)`."""
+    return {name: sum(1 for s in states.values() if s == name) for name in TOTALS}

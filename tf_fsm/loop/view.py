@@ -8,11 +8,17 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tf_fsm.loop.progress_file import ProgressFile, RunResult, next_step, status_line
+from tf_fsm.loop.records import TOTALS, final_states, totals
 from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
 from tf_fsm.views.terminal import terminal_safe
 
 if TYPE_CHECKING:
     from tf_fsm.loop.records import LoopResult, Plan
+
+#: the totals the closing line gives even at 0 (the others only when some ticket ends so)
+_ALWAYS_SHOWN = ("closed", "blocked", "failed", "skipped")
+#: how a total reads in the closing line, when not by its name
+_LABEL = {"awaiting_merge": "passed awaiting `tf-fsm merge`"}
 
 
 def describe(plan: Plan) -> str:
@@ -36,10 +42,8 @@ class Reporter:
         self.err = err or sys.stderr
         self.out = out or sys.stdout
         self.running: dict[str, list[Any]] = {}  # ticket -> [plan, phase, elapsed]
-        self.counts = {
-            "done": 0, "blocked": 0, "failed": 0, "waiting": 0, "merge": 0, "skipped": 0
-        }  # fmt: skip
-        self._skipped: set[str] = set()
+        self._results: list[RunResult] = []  # what the live view counts, as the summary does
+        self._skipped: dict[str, str] = {}
         self._live: Any = None
 
     # -- plumbing ----------------------------------------------------------------------------
@@ -60,9 +64,10 @@ class Reporter:
         from rich.table import Table
         from rich.text import Text
 
-        c = self.counts
+        states = final_states(self._results, self._skipped)
+        c = totals({t: s for t, s in states.items() if t not in self.running})
         counts = Text(
-            f"{c['done']} closed · {len(self.running)} running · {c['skipped']} skipped · "
+            f"{c['closed']} closed · {len(self.running)} running · {c['skipped']} skipped · "
             f"{c['blocked']} blocked · {c['failed']} failed",
             style="dim",
         )
@@ -91,9 +96,7 @@ class Reporter:
         self._emit("begin", workers=workers, maxIterations=max_iterations)
 
     def skipped(self, ticket: str, reason: str) -> None:
-        if ticket not in self._skipped:
-            self._skipped.add(ticket)
-            self.counts["skipped"] += 1
+        self._skipped[ticket] = reason
         self.note(f"Skipping {ticket}: {reason}")
         self._emit("skip", ticket=ticket, reason=reason)
 
@@ -120,16 +123,7 @@ class Reporter:
 
     def finished(self, result: RunResult, running: list[str]) -> None:
         self.running.pop(result.ticket, None)
-        if result.outcome in ("closed", "already_closed"):
-            self.counts["done"] += 1
-        elif result.outcome in ("blocked", "exhausted"):
-            self.counts["blocked"] += 1
-        elif result.outcome in ("error", "failed"):
-            self.counts["failed"] += 1
-        elif result.outcome == "waiting":
-            self.counts["waiting"] += 1
-        elif result.outcome == "awaiting_merge":
-            self.counts["merge"] += 1
+        self._results.append(result)
         label = status_line(result)
         self.note(
             f"{result.ticket}: {label} after attempt {result.attempt} "
@@ -171,13 +165,16 @@ class Reporter:
             "interrupted": "interrupted",
             "locked": "every ready ticket is locked by another process; nothing was run",
         }[result.reason]
-        c = self.counts
+        states = final_states(result.results, result.skipped)
+        c = totals(states)
+        shown = [
+            f"{c[name]} {_LABEL.get(name, name)}"
+            for name in TOTALS
+            if c[name] or name in _ALWAYS_SHOWN
+        ]
         headline = (
-            f"ralph: {why} after {result.iterations} runs: {c['done']} closed, "
-            f"{c['blocked']} blocked, {c['failed']} failed, "
-            + (f"{c['waiting']} waiting, " if c["waiting"] else "")
-            + (f"{c['merge']} passed awaiting `tf-fsm merge`, " if c["merge"] else "")
-            + f"{len(result.skipped)} skipped"
+            f"ralph: {why} after {result.iterations} runs: {', '.join(shown)} "
+            f"({len(states)} ticket{'' if len(states) == 1 else 's'})"
         )
         if self.json_lines:
             self._emit(
@@ -186,6 +183,7 @@ class Reporter:
                 iterations=result.iterations,
                 tickets={t: {**r.to_json(), "runs": runs[t]} for t, r in last.items()},
                 skipped=result.skipped,
+                totals=c,
             )
             print(headline, file=self.err)
             return

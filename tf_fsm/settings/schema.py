@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import difflib
 import string
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from tf_fsm.settings.project import DEFAULT_KNOWLEDGE_DIR
 from tf_fsm.settings.roles import REVIEWER_ROLES as REVIEWER_ROLES
@@ -17,7 +17,7 @@ from tf_fsm.settings.roles import ROLES as ROLES
 from tf_fsm.settings.section import OsStr, no_nul
 from tf_fsm.settings.section import Section as _Section
 from tf_fsm.settings.severity import SEVERITIES, normalize_severity
-from tf_fsm.settings.workspace import Workspace
+from tf_fsm.settings.workspace import Workspace, check_worktrees_dir
 
 #: settings key under workflow.escalation.models -> the role it escalates
 ESCALATION_KEYS: dict[str, str] = {
@@ -236,8 +236,11 @@ class Ralph(_Section):
     parallelAllowUntagged: bool = False
     componentTagPrefix: str = "component:"
     # pi-ticketflow's worktree keys, as pi-ticketflow reads them (docs/workspaces.md)
-    #: where each ticket's worktree is made, relative to the project root
-    parallelWorktreesDir: OsStr = Field(default=".tf/ralph/worktrees", min_length=1)
+    #: where each ticket's worktree is made: a directory of their own inside the project,
+    #: relative to its root (settings.workspace.check_worktrees_dir)
+    parallelWorktreesDir: Annotated[OsStr, AfterValidator(check_worktrees_dir)] = Field(
+        default=".tf/ralph/worktrees", min_length=1
+    )
     #: keep a merged ticket's worktree and branch instead of removing them
     parallelKeepWorktrees: bool = False
     #: merge a ticket whose gate passed into the base branch (false: it closes on its branch)

@@ -61,6 +61,33 @@ class Conflicts(Section):
         return value
 
 
+#: the top directories of a project the worktrees may not be in, and whose they are
+_NOT_IN = {".git": "git", ".tickets": "tk"}
+
+
+def check_worktrees_dir(value: str) -> str:
+    """`ralph.parallelWorktreesDir`: a directory of the worktrees' own inside the project,
+    written relative to its root: not absolute, no `..`, not the root itself, not in `.git`
+    or `.tickets` (docs/settings.md). Where it points on disk and what git tracks there is
+    checked when a workspace is made (tf_fsm.workspace.place)."""
+    path = PurePosixPath(value)
+    parts = [part for part in path.parts if part != "."]
+    if path.is_absolute():
+        why = "is absolute"
+    elif ".." in parts:
+        why = "leads out of the project ('..')"
+    elif not parts:
+        why = "is the project root"
+    elif (owner := _NOT_IN.get(parts[0].casefold())) is not None:
+        why = f"is in {parts[0]}, {owner}'s own directory"
+    else:
+        return value
+    raise ValueError(
+        f"{value!r} {why}: the tickets' worktrees need a directory of their own inside the "
+        "project, relative to its root (default '.tf/ralph/worktrees')"
+    )
+
+
 class Workspace(Section):
     #: auto: pi-ticketflow's rule (parallel workers use worktrees; one ticket at a time does
     #: when ralph.serialUseWorktree); worktree or shared: always that

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from tf_fsm.core import journal as ev
 from tf_fsm.core import machine as fsm
 from tf_fsm.core import workspace_events as wev
+from tf_fsm.core.reports import PREEXISTING
 from tf_fsm.errors import TicketError
+from tf_fsm.views.workspace_status import rebased_shas
 
 if TYPE_CHECKING:
     from tf_fsm.storage.store import TicketStore
@@ -72,7 +74,7 @@ def _after(phase: str) -> str:
 
 def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
     """Map journal events onto edges of the table; `current` comes from retry-state.json."""
-    replayer = _Replayer(History(ticket_id, current))
+    replayer = _Replayer(History(ticket_id, current), rebased=rebased_shas(events))
     for event in events:
         if not replayer.lifecycle(event):
             replayer.workspace(event)
@@ -92,6 +94,9 @@ class _Replayer:
     """The replay's walk: where the ticket stands, and the notes gathered for the next edges."""
 
     history: History
+    #: each checkpoint the merge queue rebased -> its commit now: the sha a checkpoint is
+    #: noted by, on a branch (the one it was made as is on none after the rebase)
+    rebased: dict[str, str] = field(default_factory=dict)
     state: str = fsm.INITIAL
     ran: dict[str, list[str]] = field(default_factory=dict)  # phase -> this attempt's notes
     gates: dict[str, str] = field(default_factory=dict)  # gate name -> its last verdict
@@ -157,7 +162,9 @@ class _Replayer:
         a = f"a{event.attempt}"
         match event:
             case wev.CheckpointCommitted(phase=phase, sha=sha):
-                self.ran.setdefault(phase, []).append(f"{a} checkpoint {sha[:8]}")
+                now = self.rebased.get(sha)
+                shown = f"{now[:8]} (rebased)" if now else sha[:8]
+                self.ran.setdefault(phase, []).append(f"{a} checkpoint {shown}")
             case wev.WorkSetAside(ref=ref):  # before the retry or resume it is made for
                 self.aside.append(f"{a} work set aside under {ref}")
             case wev.MergeHeld(base=base):
@@ -202,6 +209,8 @@ def _verdict(a: str, event: ev.GateEvaluated) -> str:
         found = ", ".join(f"{k} {v}" for k, v in event.counts.items() if v)
         return f"{a} gate {found or 'no findings'}"
     verdict = "passed" if event.passed else f"failed (exit {event.exitCode})"
+    if event.preexisting:  # it failed as it fails on the base commit: it did not block
+        verdict += f", {PREEXISTING}"
     return f"{a} gate {event.name} {verdict}"
 
 

@@ -18,6 +18,7 @@ from tf_fsm.engine.orchestrator import RunOptions, TicketRun
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary, template_for
 from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.views.plan_phases import phases_of
 
 #: the plan's `action` for each decision (a repaired tk close is reported as already closed)
 ACTIONS = {
@@ -62,7 +63,7 @@ def next_step(run: TicketRun, reset: Reset | None = None) -> Step:
     if step.action == "resume" and cur is not None and step.resume is not None:
         point = step.resume
         attempt = run.resumed_attempt(cur.attemptNumber, cur.trigger, cur.tier, point)
-        where = f"resumes at {point.phase} ({step.reason})"
+        where = f"resumes at {point.where} ({point.reason})"
         return Step("resume", attempt, f"attempt {cur.attemptNumber} is {cur.status}: {where}")
     if step.action == "new_attempt":
         attempt = run.new_attempt_context(state, step.trigger or "initial")
@@ -106,7 +107,7 @@ def plan(run: TicketRun) -> dict[str, Any]:
     if attempt is None:
         return out
     runner = PhaseRunner(run, attempt)
-    phases = _phases(run, runner, attempt)
+    phases = phases_of(run, runner, attempt)
     out.update(
         attempt=attempt.number,
         trigger=attempt.trigger,
@@ -166,40 +167,6 @@ def _budget(run: TicketRun, check: BudgetCheck | None, reset_away: bool) -> dict
         # the most the next attempt may cost, from the executor's prices; null: unknown
         "nextAttemptUpToUsd": round(need, 6) if need else None,
     }
-
-
-def _phases(run: TicketRun, runner: PhaseRunner, attempt: AttemptContext) -> list[dict[str, Any]]:
-    """The attempt's phases from where it starts: whether each runs, why, and its invocations
-    with their models, templates and prompt sizes."""
-    planned = {(p, r): a for p, r, a in runner.invocations()}
-    phases = []
-    start = PHASES.index(attempt.facts.resume_phase) if attempt.facts.resume_phase else 0
-    for phase in PHASES[start:]:
-        runs, reason = attempt.plan[phase]
-        if phase == "fix" and runs:
-            reason += " (decided after review)"
-        calls = []
-        for role in runner._roles(phase) if runs else []:
-            chosen = attempt.resolution.roles[role]
-            name = template_for(phase, role)
-            template = run.prompts.find(name)
-            output = run.store.dir / planned[(phase, role)]
-            prompt = run.prompts.render(name, runner._context(phase, role, output))
-            calls.append(
-                {
-                    "role": role,
-                    "model": chosen.model,
-                    "thinking": chosen.thinking,
-                    "source": chosen.source,
-                    "escalated": chosen.escalated,
-                    "template": str(template.path),
-                    "templateOrigin": template.origin,
-                    "promptBytes": len(prompt.encode("utf-8")),
-                    "output": planned[(phase, role)],
-                }
-            )
-        phases.append({"phase": phase, "runs": runs, "reason": reason, "invocations": calls})
-    return phases
 
 
 def gate_plan(runner: PhaseRunner) -> dict[str, Any]:

@@ -278,7 +278,7 @@ def next_step(
     if step.refused:
         return f"{NOTHING}{step.reason}"
     if step.action == "resume" and step.resume is not None:
-        return f"resume attempt {step.attempt} at {step.resume.phase}: {step.reason}"
+        return f"resume attempt {step.attempt} at {step.resume.where}: {step.resume.reason}"
     if step.action in ("close_tk", "remove_workspace"):
         return step.reason
     return f"attempt {step.attempt} ({_trigger_words(step.trigger, state, settings)})"

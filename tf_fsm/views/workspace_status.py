@@ -12,6 +12,17 @@ from tf_fsm.core.journal import Event
 from tf_fsm.engine.accounting import attempt_events
 
 
+def rebased_shas(events: Sequence[Event]) -> dict[str, str]:
+    """Each commit the merge queue rebased (its MergeRebased events) -> the commit it is now,
+    through every later rebase: the sha a checkpoint is shown by, on a branch."""
+    became: dict[str, str] = {}
+    for event in events:
+        if isinstance(event, wev.MergeRebased):
+            became = {old: event.checkpoints.get(new, new) for old, new in became.items()}
+            became.update({old: new for old, new in event.checkpoints.items() if old not in became})
+    return became
+
+
 def workspace_of(events: Sequence[Event], attempt: int | None) -> dict[str, Any] | None:
     """The ticket's git workspace as its journal records it (docs/workspaces.md), None when it
     never had one: its branch, base and worktree, the checkpoints of attempt `attempt`, the
@@ -27,14 +38,15 @@ def workspace_of(events: Sequence[Event], attempt: int | None) -> dict[str, Any]
         return None
     mine = attempt_events(events, attempt) if attempt is not None else []
     merges = [e.commit for e in mine if isinstance(e, wev.MergeCompleted)]
+    now = rebased_shas(mine)
     return {
         "branch": ready.branch,
         "base": ready.base,
         "path": ready.path,
         "exists": Path(ready.path).is_dir(),
         "branchDeleted": removed,
-        "checkpoints": [
-            {"attempt": e.attempt, "phase": e.phase, "sha": e.sha}
+        "checkpoints": [  # as they are now: the merge queue's rebase made new commits
+            {"attempt": e.attempt, "phase": e.phase, "sha": now.get(e.sha, e.sha)}
             for e in mine
             if isinstance(e, wev.CheckpointCommitted)
         ],

@@ -55,7 +55,7 @@ def branch_name(settings: LoadedSettings, ticket_id: str) -> str:
 
 
 def worktrees_dir(root: Path, settings: LoadedSettings) -> Path:
-    """`ralph.parallelWorktreesDir`, relative to the project root unless absolute."""
+    """`ralph.parallelWorktreesDir`, relative to the project root (settings refuse any other)."""
     return root / settings.settings.ralph.parallelWorktreesDir
 
 

@@ -10,19 +10,13 @@ redone, from a directory of somebody's, which is never touched.
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import stat
 import time
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from tf_fsm.errors import WorkspaceError
-from tf_fsm.fs.atomic import (
-    atomic_write_text,
-)
-from tf_fsm.fs.confine import check_within
-from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.workspace.agent_files import (
     Record,
     agent_entries,
@@ -34,17 +28,18 @@ from tf_fsm.workspace.agent_files import (
 )
 from tf_fsm.workspace.checkpoint import clear_locks, keep_uncommitted, on_branch, save_ref
 from tf_fsm.workspace.git import Git, rebase_in_progress, require_repository
+from tf_fsm.workspace.leftover import clear_leftover, foreign, gitfile_target, only_mirror
 from tf_fsm.workspace.locks import git_processes_in, registered_tree, worktree_registry
 from tf_fsm.workspace.merge import merge_of
 from tf_fsm.workspace.model import (
     Workspace,
     branch_name,
+    ticket_dir_in,
     worktree_path,
     worktrees_dir,
 )
+from tf_fsm.workspace.place import check_directory, ensure_ignored
 
-#: the comment tf_fsm writes above the line it adds to the repository's info/exclude
-EXCLUDE_COMMENT = "# tf-fsm: the tickets' worktrees (ralph.parallelWorktreesDir)"
 #: the reason in the `locked` file git writes first and removes once the checkout is done
 _HALF_MADE = "initializing"
 #: how long a git still running in a half-made worktree is waited for
@@ -111,31 +106,48 @@ def ensure(
     root: Path, settings: LoadedSettings, ticket_id: str, base: str
 ) -> tuple[Workspace, list[str]]:
     """The ticket's workspace, made from `base` if needed, and one-line notes on what was made
-    or repaired. Any state a crash inside it leaves is completed by the next call."""
+    or repaired. Any state a crash inside it leaves is completed by the next call; a worktree
+    removed by hand is made again from the ticket's branch, at its tip."""
     git = require_repository(root, "ticket workspaces")
     common = git.common_dir()
     tree = worktree_path(root, settings, ticket_id)
     branch = branch_name(settings, ticket_id)
-    _check_place(root, tree)
+    check_directory(git, root, worktrees_dir(root, settings))
+    mirror = ticket_dir_in(tree, root, knowledge_dir(root, settings) / "tickets" / ticket_id)
     with worktree_registry(common):
         admins = [e.admin for e in _registry(common) if _registers(e, tree)]
         notes = clear_locks(common, admins, root, tree, branch, ticket_id)
-        notes += _ensure_branch(git, branch, base)
-        notes += _ensure_ignored(git, common, root, settings)
+        made_branch = _ensure_branch(git, branch, base)
+        notes += made_branch
+        notes += ensure_ignored(git, common, root, settings)
         entry = _settled(root, common, tree)
         if entry is None:
-            notes += _clear(git, common, tree, removing=False)
+            notes += _clear(git, common, tree, removing=False, mirror=mirror)
             git.run("worktree", "add", "--quiet", str(tree), branch)
             entry = _ready(common, tree)
             if entry is None:  # git said it made it: its registry says otherwise
                 raise WorkspaceError(f"git worktree add did not register {tree}")
-            notes.append(f"made the worktree {tree} for the branch {branch}")
+            notes.append(_made_note(git, tree, branch, again=not made_branch))
         else:
             _check_branch(tree, entry.admin, branch)
     record, copied = agent_files(root, settings, tree, entry.admin, base)
     if record.base != base:
         notes.append(f"{branch} was made from {record.base}, not {base}: it merges into it")
     return Workspace(ticket_id, root, tree, branch, record.base, record.copied), notes + copied
+
+
+def intact(common: Path, tree: Path) -> bool:
+    """Is the worktree at `tree` whole: registered in git's registry (in the common git
+    directory `common`), its checkout done, its `.git` file naming its entry? Read from the
+    registry's files, no git process: a run asks before everything it runs there."""
+    return _ready(common, tree) is not None
+
+
+def _made_note(git: Git, tree: Path, branch: str, *, again: bool) -> str:
+    if not again:
+        return f"made the worktree {tree} for the branch {branch}"
+    tip = git.rev(f"refs/heads/{branch}") or ""
+    return f"made the worktree {tree} from the branch {branch} at {tip[:12]}, its last commit"
 
 
 def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[str]:
@@ -161,7 +173,7 @@ def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[s
     return notes
 
 
-# -- the branch and the root's ignore rules ------------------------------------------------
+# -- the branch ------------------------------------------------------------------------
 
 
 def _ensure_branch(git: Git, branch: str, base: str) -> list[str]:
@@ -176,35 +188,6 @@ def _ensure_branch(git: Git, branch: str, base: str) -> list[str]:
     # "" as the old value: create only (update-ref writes no config, as `git branch` may)
     git.run("update-ref", "-m", f"tf-fsm: {branch} from {base}", f"refs/heads/{branch}", tip, "")
     return [f"made the branch {branch} from {base} at {tip[:12]}"]
-
-
-def _ensure_ignored(git: Git, common: Path, root: Path, settings: LoadedSettings) -> list[str]:
-    """Keep the worktrees out of `git status` at the root: unless the project's ignore rules
-    already do, a line in the repository's own info/exclude (no config, nothing committed)."""
-    relative = os.path.relpath(worktrees_dir(root, settings), root)
-    if relative.startswith(os.pardir):
-        return []  # outside the working tree: git status at the root never shows it
-    posix = PurePosixPath(Path(relative)).as_posix()
-    if git.ok("check-ignore", "--quiet", f"{posix}/"):
-        return []
-    exclude = common / "info" / "exclude"
-    line = "/" + re.sub(r"([\\*?\[])", r"\\\1", posix) + "/"
-    text = read_if_present(exclude) or ""
-    if line in text.splitlines():
-        return []  # already there: a rule of the project re-includes it, and it wins
-    text += "" if not text or text.endswith("\n") else "\n"
-    atomic_write_text(exclude, f"{text}{EXCLUDE_COMMENT}\n{line}\n", within=common)
-    return [f"added {line} to {exclude}, so that git status at {root} does not show it"]
-
-
-def _check_place(root: Path, tree: Path) -> None:
-    if root.resolve().is_relative_to(tree.parent.resolve()):
-        raise WorkspaceError(
-            f"ralph.parallelWorktreesDir is {tree.parent}, the project root {root} or above "
-            "it: the worktrees need a directory of their own"
-        )
-    if not os.path.relpath(tree, root).startswith(os.pardir):
-        check_within(tree, root)  # a symlink must not lead the worktree out of the project
 
 
 # -- git's worktree registry ---------------------------------------------------------------
@@ -228,7 +211,7 @@ def _registers(entry: _Entry, tree: Path) -> bool:
 def _ready(common: Path, tree: Path) -> _Entry | None:
     """The registry's entry of a complete worktree at `tree`: registered, its checkout done
     (not locked "initializing"), its `.git` file pointing back at the entry."""
-    target = _gitfile_target(tree)
+    target = gitfile_target(tree)
     if target is None:
         return None
     for entry in _registry(common):
@@ -247,20 +230,6 @@ def _settled(root: Path, common: Path, tree: Path) -> _Entry | None:
     return entry
 
 
-def _gitfile_target(tree: Path) -> Path | None:
-    """The git directory a worktree's `.git` file names, None when it is not such a file."""
-    gitfile = tree / ".git"
-    try:
-        if not stat.S_ISREG(os.lstat(gitfile).st_mode):
-            return None
-    except OSError:
-        return None
-    text = read_if_present(gitfile) or ""
-    if not text.startswith("gitdir: ") or not text.endswith("\n"):
-        return None  # not one, or git was killed while writing it
-    return Path(os.path.realpath(tree / text[len("gitdir: ") :].strip()))
-
-
 def _check_branch(tree: Path, admin: Path, branch: str) -> None:
     if on_branch(Git(tree), admin, branch):
         return
@@ -275,10 +244,13 @@ def _check_branch(tree: Path, admin: Path, branch: str) -> None:
 # -- what a killed git left ----------------------------------------------------------------
 
 
-def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
+def _clear(
+    git: Git, common: Path, tree: Path, *, removing: bool, mirror: Path | None = None
+) -> list[str]:
     """Undo what a `git worktree add` (or `remove`) cut off left at `tree`, so that it can run
-    again. A directory there that is not such a leftover is never touched: refused when
-    making the worktree, noted when removing it."""
+    again, and (given the ticket's `mirror` path) a directory holding nothing but tf_fsm's
+    copies of the ticket's files. A directory there that is not such a leftover is never
+    touched: refused when making the worktree, noted when removing it."""
     entries = _registry(common)
     ours = [e for e in entries if _registers(e, tree)]
     strays = [e for e in entries if e.tree is None and e.locked is not None and _named(e, tree)]
@@ -287,15 +259,15 @@ def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
     if cut_off:
         remove_entry(tree)
         notes.append(f"removed {tree}, a worktree half made or half removed")
-    elif ours and os.path.lexists(tree):
-        raise _foreign(tree, "is registered as a worktree but has no valid .git file")
+    elif ours and os.path.lexists(tree) and not only_mirror(tree, common, mirror):
+        raise foreign(tree, "is registered as a worktree but has no valid .git file")
     if not _git_at_work(git.cwd, tree):  # else another `worktree add` may be at work
         cut_off += strays
     for entry in cut_off:
         shutil.rmtree(entry.admin)
         notes.append(f"removed {entry.admin}, git's record of a worktree never finished")
     try:
-        notes += _clear_leftover(tree, common)
+        notes += clear_leftover(tree, common, mirror)
     except WorkspaceError:
         if not removing:
             raise
@@ -304,26 +276,6 @@ def _clear(git: Git, common: Path, tree: Path, *, removing: bool) -> list[str]:
         # an entry whose directory is gone holds its branch: `worktree add` refuses it
         git.run("worktree", "prune")
     return notes
-
-
-def _clear_leftover(tree: Path, common: Path) -> list[str]:
-    """An unregistered directory at `tree` may only be empty, or hold nothing but a `.git`
-    file a killed `git worktree add` left (cut short, or naming a registry entry gone)."""
-    if not os.path.lexists(tree):
-        return []
-    if tree.is_symlink() or not tree.is_dir():
-        raise _foreign(tree, "is not a directory")
-    names = [p.name for p in tree.iterdir()]
-    gitfile = tree / ".git"
-    if names == [".git"] and gitfile.is_file() and not gitfile.is_symlink():
-        target = _gitfile_target(tree)
-        if target is None or not target.exists() or target.parent == common / "worktrees":
-            gitfile.unlink()
-            names = []
-    if names:
-        raise _foreign(tree, "holds files and is not a worktree of this repository")
-    tree.rmdir()
-    return [f"removed the empty {tree}, left by a worktree never finished"]
 
 
 def _remove_tree(ws: Workspace, common: Path) -> list[str]:
@@ -386,13 +338,6 @@ def _named(entry: _Entry, tree: Path) -> bool:
     added when taken)?"""
     name = entry.admin.name
     return name == tree.name or (name.startswith(tree.name) and name[len(tree.name) :].isdigit())
-
-
-def _foreign(tree: Path, why: str) -> WorkspaceError:
-    return WorkspaceError(
-        f"{tree} {why}; tf-fsm leaves it as it is: move it away (or remove it) and run again, "
-        "or set ralph.parallelWorktreesDir"
-    )
 
 
 def _same(a: Path, b: Path) -> bool:
