@@ -84,6 +84,7 @@ class BranchRebased(Event):
     baseSha: str
     oldTip: str
     newTip: str
+    checkpoints: dict[str, str] = Field(default_factory=dict)  # as MergeRebased's
 
 
 class MergeCompleted(Event):

@@ -20,9 +20,10 @@ from tf_fsm.core import workspace_events as wev
 from tf_fsm.engine import resolution
 from tf_fsm.engine.api import MergeRefusal
 from tf_fsm.engine.attempt_gates import baseline_of, record_gate
+from tf_fsm.engine.branch_state import fork_point, persons_rebase, recover_merge
 from tf_fsm.engine.gates import GateResult, gate_env, run_gates
 from tf_fsm.engine.ticket_file import closed_text
-from tf_fsm.engine.worktree import TicketWorktree, fork_point, persons_rebase, recover_merge
+from tf_fsm.engine.worktree import TicketWorktree
 from tf_fsm.errors import GitError, TfFsmError, WorkspaceError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.workspace import merge as queue

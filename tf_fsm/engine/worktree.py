@@ -10,7 +10,7 @@ happens and what the journal records of it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
@@ -18,13 +18,13 @@ from tf_fsm.core.machine import MERGE_PHASE
 from tf_fsm.core.next_step import merges_now
 from tf_fsm.core.resume import merge_began
 from tf_fsm.engine import mirror
-from tf_fsm.engine.accounting import attempt_events, merge_under_way
+from tf_fsm.engine.accounting import attempt_events
+from tf_fsm.engine.branch_state import fork_point, rebase_in, recover_merge, restarted
 from tf_fsm.errors import UsageError, WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.workspace import checkpoint, conflicts, worktree
+from tf_fsm.workspace import checkpoint, worktree
 from tf_fsm.workspace import merge as queue
-from tf_fsm.workspace.git import rebase_in_progress
 from tf_fsm.workspace.model import (
     TICKET_TRAILER,
     Workspace,
@@ -32,7 +32,7 @@ from tf_fsm.workspace.model import (
     ticket_dir_in,
     worktree_path,
 )
-from tf_fsm.workspace.recovery import recover
+from tf_fsm.workspace.rebased import rebased_commits
 
 if TYPE_CHECKING:
     from tf_fsm.core.state import RetryState
@@ -178,9 +178,10 @@ class TicketWorktree:
                 f"{self.ws.base_branch} would conflict in {shown} (resolved at the merge)",
             )
         elif rebased.moved:
+            became = rebased_commits(self.ws.git, rebased.base, rebased.old_tip, rebased.new_tip)
             run.event(
                 wev.BranchRebased, None, baseSha=rebased.base, oldTip=rebased.old_tip,
-                newTip=rebased.new_tip,
+                newTip=rebased.new_tip, checkpoints=became,
             )  # fmt: skip
 
     def _roll_back(self, run: RunContext, number: int) -> None:
@@ -211,7 +212,7 @@ class TicketWorktree:
         merge is left, and such edits are a person's fix for it (a conflict resolved, a gate
         fixed): committed as the attempt's `merge` checkpoint."""
         if finished:
-            rebase = _rebase_in(run, self.ws, attempt)
+            rebase = rebase_in(run, self.ws, attempt)
             if rebase == "ours":  # tf_fsm's own, cut short: undone before anything is committed
                 with queue.merge_lock(self.ws.root):
                     recover_merge(run, self.ws, attempt)
@@ -243,26 +244,6 @@ class TicketWorktree:
         )  # fmt: skip
         for note in notes:
             run.observer.note(run.ticket_id, note)
-
-
-def fork_point(events: list[ev.Event]) -> str | None:
-    """Where the ticket's own commits begin, as the journal recorded it: the base commit its
-    branch was made from, or last rebased onto by the merge queue; None when not recorded."""
-    for event in reversed(events):
-        if isinstance(event, wev.MergeRebased | wev.BranchRebased):
-            return event.baseSha
-        if isinstance(event, wev.WorkspaceReady | wev.WorkSetAside) and event.fork is not None:
-            return event.fork
-    return None
-
-
-def restarted(events: list[ev.Event], number: int) -> bool:
-    """Did attempt `number` end with its branch started again from the base branch's tip (a
-    merge conflict with workspace.conflicts.mode rerun)? Then there is nothing to roll back."""
-    return any(
-        isinstance(e, wev.WorkSetAside) and e.attempt == number and e.fork is not None
-        for e in events
-    )
 
 
 def hold_merge(run: RunContext, attempt: int) -> None:
@@ -354,65 +335,3 @@ def ready_workspace(
     for note in notes:
         run.observer.note(run.ticket_id, note)
     return ws
-
-
-def _rebase_in(run: RunContext, ws: Workspace, n: int) -> Literal["none", "ours", "theirs"]:
-    """Is a rebase in progress in the ticket's worktree, and whose: tf_fsm's own (the merge
-    queue's, killed mid-way: the journal's last merge event began it) or a person's,
-    resolving a conflict there."""
-    if not ws.tree.is_dir():
-        return "none"
-    own = ws.git.git_dir()
-    if not rebase_in_progress(own):
-        return "none"
-    return "ours" if merge_under_way(run.store.read_events().events, n) else "theirs"
-
-
-def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
-    """Why the merge must wait when a person's rebase is in progress in the ticket's
-    worktree (tf_fsm's own, killed mid-way, is undone by `recover`); None when there is none."""
-    if _rebase_in(run, ws, n) != "theirs":
-        return None
-    return (
-        f"a rebase is in progress in {ws.tree}: finish it (`git rebase --continue`) or abort "
-        f"it (`git rebase --abort`) there, then `tf-fsm run {ws.ticket_id}` merges the ticket"
-    )
-
-
-def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
-    """Undo what a killed merge or rebase of the ticket left (in the merge queue's lock): each
-    step said, and the ref any files in the way were kept under journaled. A resolution the
-    kill cut short is ended first: what its resolver had made is kept under its ref."""
-    _end_killed_resolution(run, ws, n)
-    recovered = recover(ws)
-    for note in recovered.notes:
-        run.observer.note(run.ticket_id, note)
-    if recovered.kept is not None:
-        why = "what a killed rebase had written, in the way of aborting it"
-        run.event(wev.WorkSetAside, n, ref=recovered.kept, head=checkpoint.head(ws), reason=why)
-
-
-def _end_killed_resolution(run: RunContext, ws: Workspace, n: int) -> None:
-    """A resolution journaled as started and never as finished was cut short by a kill: its
-    rebase (if still in progress) is kept under `refs/tf/<id>/resolution-<k>` and aborted,
-    and its end journaled, so that it counts as tried and nothing its resolver made is lost."""
-    events = run.store.read_events().events
-    started = [e for e in events if isinstance(e, wev.ResolutionStarted)]
-    last = started[-1] if started else None
-    if last is None or any(
-        isinstance(e, wev.ResolutionFinished) and e.number == last.number for e in events
-    ):
-        return
-    ref = None
-    if ws.tree.is_dir() and rebase_in_progress(ws.git.git_dir()):
-        ref = conflicts.set_aside(ws, f"resolution-{last.number}", last.oldTip)
-    why = "the run was killed during it; its rebase was undone"
-    run.event(wev.ResolutionFinished, n, number=last.number, passed=False, reason=why, ref=ref)
-    if ref is not None:
-        run.event(
-            wev.WorkSetAside,
-            n,
-            ref=ref,
-            head=last.oldTip,
-            reason=f"resolution {last.number}: {why}",
-        )

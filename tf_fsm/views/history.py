@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tf_fsm.core import journal as ev
 from tf_fsm.core import machine as fsm
 from tf_fsm.core import workspace_events as wev
+from tf_fsm.core.artifacts import RESOLUTION_REVIEW_PHASE, RESOLVE_PHASE
 from tf_fsm.core.reports import PREEXISTING
 from tf_fsm.errors import TicketError
 from tf_fsm.views.workspace_status import rebased_shas
@@ -85,6 +86,8 @@ def replay(ticket_id: str, events: Sequence[ev.Event], current: str) -> History:
 
 
 _CLOSE = fsm.phase_state(fsm.PHASES[-1])
+#: the merge queue's conflict resolution's invocations: noted with the merge's edges
+RESOLUTION = (RESOLVE_PHASE, RESOLUTION_REVIEW_PHASE)
 #: the checkpoint of a person's fix for the merge (a resumed merge), not a phase's
 _MERGE_FIX = "merge"
 
@@ -102,6 +105,7 @@ class _Replayer:
     gates: dict[str, str] = field(default_factory=dict)  # gate name -> its last verdict
     merging: list[str] = field(default_factory=list)  # notes of the merge under way
     aside: list[str] = field(default_factory=list)  # work set aside: noted on the next edge
+    rerun: bool = False  # the merge refused next ends the attempt blocked (conflicts rerun)
 
     def take(self, source: str, trigger: str, dest: str, notes: list[str]) -> None:
         history = self.history
@@ -128,6 +132,8 @@ class _Replayer:
                 models = f"escalated {up}" if up else "base models"
                 self.take(self.state, trigger, fsm.phase_state(fsm.PHASES[0]),
                           [f"{a} trigger {why}, {models}"])  # fmt: skip
+            case ev.InvocationFinished(phase=phase, role=role, model=model) if phase in RESOLUTION:
+                self.merging.append(f"{a} {phase} {role} {model}")
             case ev.InvocationFinished(phase=phase, role=role, model=model):
                 self.ran.setdefault(phase, []).append(f"{a} {role} {model}")
             case ev.PhaseSkipped(phase=phase):
@@ -141,6 +147,8 @@ class _Replayer:
                 self.gates[event.name] = _verdict(a, event)
             case ev.TicketClosed() if self.state == fsm.MERGING:
                 self.take(fsm.MERGING, "merged", fsm.CLOSED, self._merge_notes(a))
+            case ev.TicketBlocked() if self.state == fsm.BLOCKED:
+                pass  # a rerun after a merge conflict: its edge was taken at the refusal
             case ev.TicketClosed() | ev.TicketBlocked():
                 dest = fsm.CLOSED if isinstance(event, ev.TicketClosed) else fsm.BLOCKED
                 self.take(_CLOSE, "complete", dest, self._close_notes(a))
@@ -165,8 +173,16 @@ class _Replayer:
                 now = self.rebased.get(sha)
                 shown = f"{now[:8]} (rebased)" if now else sha[:8]
                 self.ran.setdefault(phase, []).append(f"{a} checkpoint {shown}")
-            case wev.WorkSetAside(ref=ref):  # before the retry or resume it is made for
+            case wev.WorkSetAside(ref=ref, fork=fork):  # before the retry or resume it is for
                 self.aside.append(f"{a} work set aside under {ref}")
+                self.rerun = self.rerun or fork is not None  # the conflict's refusal follows
+            case wev.BranchRebased(baseSha=onto):  # before the attempt it starts
+                self.aside.append(f"the next attempt starts on the base tip {onto[:8]}")
+            case wev.ResolutionStarted(number=k, role=role, files=files):
+                what = ", ".join(f"{p} ({kind})" for p, kind in list(files.items())[:5])
+                self.merging.append(f"{a} resolution {k} by {role}: {what}")
+            case wev.ResolutionFinished(number=k, passed=ok, reason=why):
+                self.merging.append(f"{a} resolution {k} {'passed' if ok else 'failed: ' + why}")
             case wev.MergeHeld(base=base):
                 self.take(_CLOSE, "complete", fsm.AWAITING_MERGE, self._close_notes(a))
                 self.merging = [f"{a} waited for `tf-fsm merge` into {base}"]
@@ -182,7 +198,12 @@ class _Replayer:
             case wev.MergeRefused(failureClass=why, files=files):
                 self._enter_merging(a)
                 where = f" in {', '.join(files[:5])}" if files else ""
-                self.take(fsm.MERGING, "fail", fsm.ERROR, [f"{a} merge refused: {why}{where}"])
+                notes = [*self.merging, f"{a} merge refused: {why}{where}"]
+                if self.rerun:  # workspace.conflicts.mode rerun: the attempt ends blocked
+                    self.take(fsm.MERGING, "rerun", fsm.BLOCKED, notes)
+                else:
+                    self.take(fsm.MERGING, "fail", fsm.ERROR, notes)
+                self.merging, self.rerun = [], False
 
     def _enter_merging(self, a: str) -> None:
         """close --complete--> merging (or awaiting_merge --merge--> merging), once per merge (a

@@ -13,11 +13,12 @@ from tf_fsm.engine.accounting import attempt_events
 
 
 def rebased_shas(events: Sequence[Event]) -> dict[str, str]:
-    """Each commit the merge queue rebased (its MergeRebased events) -> the commit it is now,
+    """Each commit the merge queue, or a retry's start on a moved base, rebased (MergeRebased,
+    BranchRebased) -> the commit it is now,
     through every later rebase: the sha a checkpoint is shown by, on a branch."""
     became: dict[str, str] = {}
     for event in events:
-        if isinstance(event, wev.MergeRebased):
+        if isinstance(event, wev.MergeRebased | wev.BranchRebased):
             became = {old: event.checkpoints.get(new, new) for old, new in became.items()}
             became.update({old: new for old, new in event.checkpoints.items() if old not in became})
     return became
