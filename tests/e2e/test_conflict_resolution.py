@@ -98,6 +98,11 @@ def test_an_agent_resolves_a_same_hunk_conflict_and_the_ticket_merges(proj: Proj
     assert "+pt-2 was here" in prompt  # the ticket's own change
     assert "+pt-1 was here" in prompt  # the base's change to the file
 
+    # the ticket's path: the resolution's steps go with merging's edges
+    merged = edge(proj, "pt-2", "merging --> closed: merged")
+    assert "a1 resolution 1 by fixer" in merged and "shared.txt (content)" in merged
+    assert "a1 resolve fixer" in merged and "a1 resolution 1 passed" in merged
+
 
 def test_a_resolver_that_leaves_markers_is_kept_under_a_ref_and_a_person_takes_over(
     proj: Project,
@@ -237,6 +242,14 @@ def test_a_commit_dropped_from_the_base_is_not_brought_back(proj: Project) -> No
 # -- helpers --------------------------------------------------------------------------------
 
 
+def edge(proj: Project, tid: str, start: str) -> str:
+    """The line of `tf-fsm diagram --ticket` (mermaid) for the edge `start`, with the notes of
+    the ticket's path on it (`<br/>`-separated) when the ticket took it."""
+    drawn = proj.cli("diagram", "--ticket", tid, "-o", "-")
+    assert drawn.returncode == 0, drawn.stderr
+    return next(ln for ln in drawn.stdout.splitlines() if ln.strip().startswith(start))
+
+
 def row_of(proj: Project, tid: str) -> dict[str, Any]:
     return proj.status_json()[tid]
 
@@ -268,6 +281,9 @@ def test_rerun_mode_runs_the_attempt_again_from_the_base_tip(proj: Project) -> N
     assert kept == ["refs/tf/pt-2/attempt-1", "refs/tf/pt-2/resolution-1"] == proj.tf_refs()
     assert proj.show("refs/tf/pt-2/attempt-1:shared.txt") == "pt-2 was here\n"
     assert len(proj.calls(ticket="pt-2", phase="resolve")) == 1
+    rerun = edge(proj, "pt-2", "merging --> blocked: rerun")
+    assert "a1 resolution 1 failed" in rerun and "a1 merge refused" in rerun, rerun
+    assert "<br/>" not in edge(proj, "pt-2", "merging --> error: fail")  # not taken
 
 
 def test_a_run_killed_during_the_resolution_is_finished_by_the_next(proj: Project) -> None:

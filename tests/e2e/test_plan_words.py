@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.workspace_project import Project
 
-MERGE_LEFT = "every phase completed; only the merge is left, no agent runs"
+MERGE_LEFT = "every phase completed; only the merge is left, no phase runs again"
 
 
 def conflicted(proj: Project) -> str:
@@ -47,12 +47,13 @@ def test_a_conflicted_ticket_resumes_at_its_merge_as_plan_and_status_say(proj: P
     status = proj.cli("status", loser)
     assert "at close" not in status.stdout
 
-    # and so it is: the run calls no agent, and the merge is refused again
+    # and so it is: the run runs no phase, only an agent's second resolution of the conflict
+    # (which the fake agent cannot do), and the merge is refused again
     calls = len(proj.calls())
     again = proj.cli("run", loser)
     assert again.returncode == 5, again.stdout + again.stderr
     assert f"resuming attempt 1 at merge: {MERGE_LEFT}" in again.stderr
-    assert len(proj.calls()) == calls
+    assert [c["phase"] for c in proj.calls()[calls:]] == ["resolve"]
 
 
 def verify_of(proj: Project, settings: dict[str, Any]) -> dict[str, Any]:

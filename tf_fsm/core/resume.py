@@ -103,15 +103,15 @@ def _first_incomplete(attempt: int, events: Sequence[ev.Event], look: Look) -> R
 
 
 def _finished(mine: Sequence[ev.Event]) -> ResumePoint:
-    """Every phase of the attempt completed: no agent runs again. Its merge began (a refused
+    """Every phase of the attempt completed: no phase runs again. Its merge began (a refused
     merge, a run killed in the merge queue): it resumes at the merge; else only its ending is
     recorded (in a workspace, a passed attempt then merges)."""
     if any(isinstance(e, MERGE_STEPS) for e in mine):
         return ResumePoint(
-            PHASES[-1], "every phase completed; only the merge is left, no agent runs", True,
+            PHASES[-1], "every phase completed; only the merge is left, no phase runs again", True,
             MERGE_PHASE,
         )  # fmt: skip
-    why = "every phase completed; only the attempt's ending is left, no agent runs"
+    why = "every phase completed; only the attempt's ending is left, no phase runs again"
     return ResumePoint(PHASES[-1], why, True, "its ending")
 
 

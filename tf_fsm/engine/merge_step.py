@@ -191,8 +191,8 @@ def _tk_file(run: RunContext) -> str:
 
 
 def _gates_again(run: RunContext, attempt: AttemptContext, tree: TicketWorktree) -> list[str]:
-    """The required gate commands on the rebased tree, once each (no fixer: no agent runs in
-    the queue); the names of those that block."""
+    """The required gate commands on the rebased tree, once each (no feedback round: the
+    fixer is not sent back in the queue); the names of those that block."""
     wf, n = run.settings.workflow, attempt.number
     if not wf.qualityGates:
         return []

@@ -76,8 +76,9 @@ def _ending(attempt: AttemptContext) -> dict[str, Any]:
     if attempt.ending == MERGE_PHASE:
         why = (
             "the merge queue: the branch rebased when its base moved, the required gate "
-            "commands run again, then the merge; no agent runs"
+            "commands run again, then the merge; no phase runs again (a conflict goes to an "
+            "agent's resolution, workspace.conflicts)"
         )
         return {"phase": MERGE_PHASE, "runs": True, "reason": why, "invocations": []}
-    why = "completed: the attempt's ending is recorded (a passed one merges); no agent runs"
+    why = "completed: the attempt's ending is recorded (a passed one merges); no phase runs"
     return {"phase": "close", "runs": False, "reason": why, "invocations": []}
