@@ -54,8 +54,27 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not ignore.exists():  # a project's own file is never overwritten
         atomic_write_text(ignore, STATE_IGNORE, within=root)
         print(f"wrote {ignore} (tf-fsm's run state stays out of git)")
+    print(_tree_line(root))
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
     return EXIT_OK
+
+
+def _tree_line(root: Path) -> str:
+    """What init's `workspace.mode: "auto"` means here, and how to turn it off."""
+    from tf_fsm.workspace.mode import not_ready
+
+    problem = not_ready(root)
+    now = (
+        "this is a git repository: each ticket runs on its own branch and worktree"
+        if problem is None
+        else f"tickets run in the project's tree for now ({problem}); at the top of a git "
+        "repository with a commit, each runs on its own branch and worktree"
+    )
+    return (
+        f'workspace.mode "auto": {now}, merged into the base branch when its gate passes; '
+        '"shared" runs every ticket in the project\'s tree (docs/workspaces.md)'
+    )
+
 
 def _run_options(args: argparse.Namespace) -> Any:
     from tf_fsm.engine.api import RunOptions
@@ -71,6 +90,7 @@ def _run_options(args: argparse.Namespace) -> Any:
         worktree=args.worktree,
         parallel=getattr(args, "parallel", False),
     )
+
 
 def _report(outcome: Any) -> int:
     line = {
@@ -94,6 +114,7 @@ def _report(outcome: Any) -> int:
     )
     return OUTCOME_CODES[outcome.status]
 
+
 def cmd_run(args: argparse.Namespace) -> int:
     from tf_fsm.engine.orchestrator import run_ticket
     from tf_fsm.views.progress import ConsoleObserver
@@ -110,6 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_json(_outcome_json(outcome))
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
+
 
 def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
@@ -129,12 +151,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
         )
     return cmd_run(args)
 
+
 def _end_orphans() -> None:
     """Before a run: end what a killed run's agents left running (tf_fsm.process.strays)."""
     from tf_fsm.process.strays import end_orphans
 
     if ended := end_orphans():
         print(f"tf-fsm: {ended}", file=sys.stderr)
+
 
 def _outcome_json(outcome: Any) -> dict[str, Any]:
     return {
@@ -146,6 +170,7 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
         "maxRetries": outcome.max_retries,
         "reason": outcome.reason,
     }
+
 
 def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     from tf_fsm.engine.orchestrator import QuietObserver, TicketRun
@@ -185,7 +210,7 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
         f"attempt {data['attempt']} (trigger {data['trigger']}, tier {data['tier']}, "
         f"escalated: {escalated}, prior failure in prompts: {prior})"
     )
-    print(f"tree: {data['tree']['summary']}")
+    _print_tree(data["tree"])
     for phase in data["phases"]:
         mark = "run " if phase["runs"] else "skip"
         print(f"  {mark} {phase['phase']:<9} {phase['reason']}")
@@ -196,6 +221,16 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
             )
     _print_gates(data.get("qualityGates") or [])
     return EXIT_OK
+
+
+def _print_tree(tree: dict[str, Any]) -> None:
+    """`run --plan`'s lines on the tree: where, and what a new worktree starts without (a
+    shared tree's note only repeats its summary)."""
+    from tf_fsm.views.terminal import terminal_safe  # paths are the user's, in any bytes
+
+    print(terminal_safe(f"tree: {tree['summary']}"))
+    if tree["worktree"] and tree["note"]:
+        print(terminal_safe(f"  {tree['note']}"))
 
 
 def _print_gates(gates: list[dict[str, Any]]) -> None:
@@ -216,6 +251,7 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
         print(f"  {gate['name']:<8} {kind}; cwd {gate['cwd']}: {shlex.join(gate['argv'])}")
         if gate["cannotStart"]:
             print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
+
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
     """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker

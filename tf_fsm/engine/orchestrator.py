@@ -167,11 +167,14 @@ class TicketRun:
             cur = state.current
             self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
             return self.outcome(state, "already_closed", 0, step.reason)
-        self.tree = open_tree(self) or self.tree  # an attempt runs: in the ticket's tree
+        tree, note = open_tree(self)  # an attempt runs: in the ticket's tree
+        self.tree = tree or self.tree
         if step.action == "resume" and state is not None and step.resume is not None:
             attempt, state = self._resume(state, events, step.resume)
         else:
             attempt, state = self._begin(state, step.trigger or "initial")
+        if note is not None:  # after what the run does, which `watch` reports from its first
+            self.observer.note(self.ticket_id, note)
         return self._chain(attempt, state)
 
     def _chain(self, attempt: AttemptContext, state: RetryState) -> Outcome:

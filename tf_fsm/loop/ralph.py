@@ -32,7 +32,7 @@ from tf_fsm.fs.atomic import append_durably, make_dirs
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.unfinished import unfinished_merges
-from tf_fsm.loop.view import Reporter
+from tf_fsm.loop.view import Reporter, planned_trees
 from tf_fsm.loop.worker import (
     LOCKED,
     Entry,
@@ -220,8 +220,10 @@ class Loop:
             self.result.reason = "interrupted"
         elif self.result.iterations >= self.options.max_iterations and self.plan_all()[0]:
             self.result.reason = "max_iterations"  # stopped with work left, not drained
-        elif not self.result.iterations and self.result.skipped and all(
-            reason.startswith(LOCKED) for reason in self.result.skipped.values()
+        elif (
+            not self.result.iterations
+            and self.result.skipped
+            and all(reason.startswith(LOCKED) for reason in self.result.skipped.values())
         ):
             self.result.reason = "locked"  # it did nothing: not a drain
         self.reporter.end(self.result)
@@ -241,7 +243,10 @@ class Loop:
         for ticket in self.unfinished:
             self.reporter.note(f"{ticket}: merged by a run that was killed before recording it")
         wait_for_orphaned_workers(
-            self.knowledge, self.store, self.reporter.note, self.options.poll_seconds,
+            self.knowledge,
+            self.store,
+            self.reporter.note,
+            self.options.poll_seconds,
             lambda: self.stopping,
         )
 
@@ -303,7 +308,7 @@ class Loop:
         argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
         if self.options.worktree is not None:
             argv.append("--worktree" if self.options.worktree else "--no-worktree")
-        if self.options.workers > 1:
+        if self.options.parallel:
             argv.append("--parallel")
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
@@ -389,7 +394,7 @@ def run_ralph(
     loop = Loop(root, settings, options, reporter, worker=worker)
     if dry_run:
         plans, skipped = loop.plan_all()
-        reporter.dry_run(plans, skipped)
+        reporter.dry_run(plans, skipped, *planned_trees(root, settings, options, plans))
         return None
     # A missing agent program would fail every worker the same way: refuse once, up front.
     make_executor(settings, root).check()
