@@ -165,12 +165,19 @@ def test_dry_run_lists_order_attempts_escalation_and_skips(proj: Project) -> Non
     done = proj.ralph("--dry-run")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[:5] == [
+    # not a git repository: every ticket in the project's tree, which the loop says once
+    tree = "                 tree: the project's working tree (not a git repository)"
+    assert lines[:10] == [
+        "note: not a git repository: tickets run in the project's working tree",
         "  1. pt-1         attempt 1 (initial), base models",
+        tree,
         "  2. pt-2         attempt 2 (ralph_retry), fixer -> openai-codex/gpt-5.3-codex",
+        tree,
         "  3. pt-3         attempt 3 (ralph_retry), worker -> worker/strong-worker, "
         "fixer -> openai-codex/gpt-5.3-codex",
+        tree,
         "  4. pt-6         attempt 1 (resume), base models",
+        tree,
         "     skip pt-4: max retries (3) exceeded: blocked after 3 attempts; "
         "`tf-fsm run pt-4 --retry-reset` starts over",
     ]
@@ -192,6 +199,9 @@ def test_dry_run_lists_order_attempts_escalation_and_skips(proj: Project) -> Non
     plans = {e["ticket"]: e for e in events if e["event"] == "plan"}
     assert plans["pt-5"]["trigger"] == "resume" and plans["pt-5"]["attempt"] == 1
     assert plans["pt-2"]["escalated"] == {"fixer": STRONG}
+    assert {(p["tree"]["worktree"], p["tree"]["why"]) for p in plans.values()} == {
+        (False, "not a git repository")
+    }
     assert [e["ticket"] for e in events if e["event"] == "skip"] == ["pt-4", "pt-7", "pt-9"]
 
 

@@ -259,15 +259,19 @@ def test_the_plan_names_the_tree_and_makes_nothing(
     project: Path, write_settings: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     git_project(project, write_settings, monkeypatch)
-    shared = plan_tree("run", "pt-1")
-    assert shared["worktree"] is False and shared["summary"] == "the project's working tree"
-    ours = plan_tree("run", "pt-1", "--worktree")
+    shared = plan_tree("run", "pt-1", "--no-worktree")
+    assert shared["worktree"] is False and shared["why"] == "--no-worktree"
+    assert shared["summary"] == "the project's working tree (--no-worktree)"
+    ours = plan_tree("run", "pt-1")  # in a git repository: the ticket's worktree by default
     assert ours["worktree"] is True and ours["exists"] is False
     assert ours["branch"] == "tf/pt-1" and ours["base"] == "main"
+    assert ours["why"] == "workspace.mode auto"
     assert ours["summary"] == (
         "the ticket's worktree .tf/ralph/worktrees/pt-1 (branch tf/pt-1 from main)"
     )
-    text = run_cli("run", "pt-1", "--plan", "--worktree")
+    asked = plan_tree("run", "pt-1", "--worktree")
+    assert {**asked, "why": "workspace.mode auto"} == ours and asked["why"] == "--worktree"
+    text = run_cli("run", "pt-1", "--plan")
     assert f"\ntree: {ours['summary']}\n" in text.stdout, text.stdout + text.stderr
     assert branches(project, "tf/*") == [] and not (project / ".tf/ralph").exists()
     assert not (project / ".git/worktrees").exists()

@@ -319,8 +319,8 @@ def test_serial_use_worktree_makes_run_use_a_worktree(proj: Project) -> None:
     proj.assert_nothing_left()
 
 
-def test_without_serial_use_worktree_run_uses_the_projects_tree(proj: Project) -> None:
-    proj.create(["pt-1"])
+def test_serial_use_worktree_false_makes_run_use_the_projects_tree(proj: Project) -> None:
+    proj.create(["pt-1"], {"ralph": {"serialUseWorktree": False}})  # set: not the default
     proj.plan(edits=EDIT_OWN_FILE)
     done = proj.cli("run", "pt-1")
     assert done.returncode == 0, done.stderr

@@ -54,8 +54,26 @@ def cmd_init(args: argparse.Namespace) -> int:
     if not ignore.exists():  # a project's own file is never overwritten
         atomic_write_text(ignore, STATE_IGNORE, within=root)
         print(f"wrote {ignore} (tf-fsm's run state stays out of git)")
+    print(_tree_line(root))
     print(f"tickets go in {tickets_dir(root)}/<id>.md; set executor.command, then: tf-fsm run <id>")
     return EXIT_OK
+
+
+def _tree_line(root: Path) -> str:
+    """What init's `workspace.mode: "auto"` means here, and how to turn it off."""
+    from tf_fsm.workspace.mode import not_ready
+
+    problem = not_ready(root)
+    now = (
+        "this is a git repository: each ticket runs on its own branch and worktree"
+        if problem is None
+        else f"tickets run in the project's tree for now ({problem}); at the top of a git "
+        "repository with a commit, each runs on its own branch and worktree"
+    )
+    return (
+        f'workspace.mode "auto": {now}, merged into the base branch when its gate passes; '
+        '"shared" runs every ticket in the project\'s tree (docs/workspaces.md)'
+    )
 
 
 def _run_options(args: argparse.Namespace) -> Any:
@@ -193,7 +211,7 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
         f"attempt {data['attempt']} (trigger {data['trigger']}, tier {data['tier']}, "
         f"escalated: {escalated}, prior failure in prompts: {prior})"
     )
-    print(f"tree: {data['tree']['summary']}")
+    _print_tree(data["tree"])
     for phase in data["phases"]:
         mark = "run " if phase["runs"] else "skip"
         print(f"  {mark} {phase['phase']:<9} {phase['reason']}")
@@ -205,6 +223,16 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
             )
     _print_gates(data.get("qualityGates") or [])
     return EXIT_OK
+
+
+def _print_tree(tree: dict[str, Any]) -> None:
+    """`run --plan`'s lines on the tree: where, and what a new worktree starts without (a
+    shared tree's note only repeats its summary)."""
+    from tf_fsm.views.terminal import terminal_safe  # paths are the user's, in any bytes
+
+    print(terminal_safe(f"tree: {tree['summary']}"))
+    if tree["worktree"] and tree["note"]:
+        print(terminal_safe(f"  {tree['note']}"))
 
 
 def _print_gates(gates: list[dict[str, Any]]) -> None:
@@ -227,6 +255,7 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
             print(f"    cannot start: {gate['cannotStart']} (run exits 2)")
         if gate["baselineWarning"]:
             print(f"    warning: {gate['baselineWarning']}")
+
 
 
 def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:

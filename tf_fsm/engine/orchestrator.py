@@ -179,11 +179,14 @@ class TicketRun:
         if step.action == "remove_workspace":
             self.tree = left_tree(self)  # removed by after_outcome, as after a merge
             return self.outcome(state, "already_closed", 0, LEFT_REMOVED)
-        self.tree = open_tree(self) or self.tree  # an attempt runs: in the ticket's tree
+        tree, note = open_tree(self)  # an attempt runs: in the ticket's tree
+        self.tree = tree or self.tree
         if step.action == "resume" and state is not None and step.resume is not None:
             attempt, state = self._resume(state, events, step.resume)
         else:
             attempt, state = self._begin(state, step.trigger or "initial")
+        if note is not None:  # after what the run does, which `watch` reports from its first
+            self.observer.note(self.ticket_id, note)
         return self._chain(attempt, state)
 
     def _chain(self, attempt: AttemptContext, state: RetryState) -> Outcome:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from tf_fsm.core.state import RetryState
     from tf_fsm.engine.api import OutcomeStatus, RunContext
     from tf_fsm.executors.base import Invocation
+    from tf_fsm.storage.protocol import Store
 
 
 class TicketWorktree:
@@ -296,27 +297,41 @@ def kept_ref(ws: Workspace, number: int) -> str | None:
     return ref if ws.git.rev(ref) is not None else None
 
 
-def open_tree(run: RunContext) -> TicketWorktree | None:
+def shared_attempt(store: Store) -> int | None:
+    """The number of the ticket's open attempt (in progress or in error) when it began in the
+    project's tree (its AttemptStarted recorded no commit), else None: resumed anywhere else,
+    its work would be split between two trees."""
+    state = store.load_retry_state()
+    cur = state.current if state is not None and state.has_open_attempt else None
+    if cur is None:
+        return None
+    events = attempt_events(store.read_events().events, cur.attemptNumber)
+    starts = [e for e in events if isinstance(e, ev.AttemptStarted)]
+    return cur.attemptNumber if starts and starts[0].head is None else None
+
+
+def open_tree(run: RunContext) -> tuple[TicketWorktree | None, str | None]:
     """The ticket's own worktree when it runs in one (made or repaired now, and journaled),
-    else None: it runs in the project's tree. The mode's note, if any, goes to the observer."""
+    else None: it runs in the project's tree; and the mode's note, if any, for the caller to
+    say once the attempt has begun or resumed (a run's first line says what it does)."""
     from tf_fsm.workspace import mode
 
     options = run.options
     chosen = mode.choose(
-        run.root, run.settings, run.ticket_id, explicit=options.worktree, parallel=options.parallel
-    )
-    if chosen.note:
-        run.observer.note(run.ticket_id, chosen.note)
+        run.root, run.settings, run.ticket_id, explicit=options.worktree,
+        parallel=options.parallel, shared_attempt=shared_attempt(run.store),
+    )  # fmt: skip
     if not chosen.worktree and options.merge:  # `tf-fsm merge` never closes it unmerged
         raise UsageError(
             f"{run.ticket_id}: nothing to merge: it has no branch (its attempt waited for its "
             f"merge); `tf-fsm run {run.ticket_id} --retry-reset` starts it again"
         )
     if not chosen.worktree:
-        return None
+        return None, chosen.note
     found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
     ws = ready_workspace(run, base, made=found is None)
-    return TicketWorktree(ws, run.settings, run.store.dir, ws.root_git.common_dir())
+    common = ws.root_git.common_dir()
+    return TicketWorktree(ws, run.settings, run.store.dir, common), chosen.note
 
 
 def ready_workspace(

@@ -30,7 +30,7 @@ from tf_fsm.loop.overlap import KeptApart
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.unfinished import FINISHING, loop_facts, unfinished_merges
-from tf_fsm.loop.view import Reporter
+from tf_fsm.loop.view import Reporter, planned_trees
 from tf_fsm.loop.worker import (
     LOCKED,
     Entry,
@@ -306,7 +306,7 @@ class Loop:
         argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
         if self.options.worktree is not None:
             argv.append("--worktree" if self.options.worktree else "--no-worktree")
-        if self.options.workers > 1:
+        if self.options.parallel:
             argv.append("--parallel")
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
@@ -392,7 +392,7 @@ def run_ralph(
     loop = Loop(root, settings, options, reporter, worker=worker)
     if dry_run:
         plans, skipped = loop.plan_all()
-        reporter.dry_run(plans, skipped)
+        reporter.dry_run(plans, skipped, *planned_trees(root, settings, options, plans))
         return None
     # A missing agent program would fail every worker the same way: refuse once, up front.
     make_executor(settings, root).check()

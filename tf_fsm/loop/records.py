@@ -20,6 +20,11 @@ class LoopOptions:
     #: --worktree / --no-worktree, passed on to every worker; None: the settings decide
     worktree: bool | None = None
 
+    @property
+    def parallel(self) -> bool:
+        """Several tickets at once: each needs a tree of its own (docs/workspaces.md)."""
+        return self.workers > 1
+
 
 @dataclass(frozen=True)
 class Plan:

@@ -13,7 +13,10 @@ from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
 from tf_fsm.views.terminal import terminal_safe
 
 if TYPE_CHECKING:
-    from tf_fsm.loop.records import LoopResult, Plan
+    from pathlib import Path
+
+    from tf_fsm.loop.records import LoopOptions, LoopResult, Plan
+    from tf_fsm.settings.load import LoadedSettings
 
 #: the totals the closing line gives even at 0 (the others only when some ticket ends so)
 _ALWAYS_SHOWN = ("closed", "blocked", "failed", "skipped")
@@ -209,8 +212,18 @@ class Reporter:
         if last or result.skipped:
             console.print(table)
 
-    def dry_run(self, plans: list[Plan], skipped: dict[str, str]) -> None:
+    def dry_run(
+        self, plans: list[Plan], skipped: dict[str, str], note: str | None,
+        trees: dict[str, dict[str, Any]],
+    ) -> None:  # fmt: skip
+        """--dry-run: the loop's note on its trees (as the loop says it when it starts), then
+        each ticket that would start, in order, with its tree, then the skipped ones."""
+        if note is not None:
+            self._emit("note", text=note)
+            if not self.json_lines:
+                print(terminal_safe(f"note: {note}"), file=self.out)
         for n, plan in enumerate(plans, start=1):
+            tree = trees[plan.ticket]
             self._emit(
                 "plan",
                 order=n,
@@ -219,16 +232,45 @@ class Reporter:
                 trigger=plan.trigger,
                 escalated=plan.escalated,
                 components=sorted(plan.components),
+                tree=tree,
             )
             if not self.json_lines:
                 line = f"{n:>3}. {plan.ticket:<12} {describe(plan)}"
                 print(terminal_safe(line), file=self.out)
+                print(terminal_safe(f"{'':<17}tree: {tree['summary']}"), file=self.out)
         for ticket, reason in skipped.items():
             self._emit("skip", ticket=ticket, reason=reason)
             if not self.json_lines:
                 print(f"     skip {terminal_safe(f'{ticket}: {reason}')}", file=self.out)
         if not self.json_lines and not plans:
             print("nothing to run", file=self.out)
+
+
+def planned_trees(
+    root: Path, settings: LoadedSettings, options: LoopOptions, plans: list[Plan]
+) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    """--dry-run: the loop's note on its tickets' trees (tf_fsm.workspace.mode.for_loop), and
+    the tree each planned ticket's worker would run it in (`run --plan`'s `tree`), the root
+    read once for all of them."""
+    from tf_fsm.engine.worktree import shared_attempt
+    from tf_fsm.errors import WorkspaceError
+    from tf_fsm.storage.store import ticket_stores
+    from tf_fsm.views.plan import tree_for
+    from tf_fsm.workspace import mode
+
+    explicit, repo = options.worktree, mode.Repository(root, settings)
+    try:
+        note = mode.for_loop(root, settings, explicit=explicit, workers=options.workers,
+                             repo=repo).note  # fmt: skip
+    except WorkspaceError:  # each ticket's tree says that its run would refuse, and why
+        note = None
+    store = ticket_stores(root, settings)
+    return note, {
+        plan.ticket: tree_for(root, settings, plan.ticket, explicit=explicit,
+                              parallel=options.parallel,
+                              shared_attempt=shared_attempt(store(plan.ticket)), repo=repo)
+        for plan in plans
+    }  # fmt: skip
 
 
 def _blocked_attempts(result: RunResult) -> str:

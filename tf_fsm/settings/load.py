@@ -95,6 +95,9 @@ def init_settings() -> dict[str, Any]:
     data["workflow"]["qualityGateMaxRetries"] = 3
     data["workflow"]["escalation"]["maxCostUsd"] = None
     data["workflow"]["escalation"]["sameFailure"] = "skip-tier"
+    # the mode, so that the file says where tickets run; tf_fsm's own keys for the rest of
+    # the workspace keep their defaults (docs/workspaces.md)
+    data["workspace"] = {"mode": "auto"}
     data["executor"] = {
         "kind": "command",
         "preset": None,

@@ -245,8 +245,9 @@ class Ralph(_Section):
     parallelKeepWorktrees: bool = False
     #: merge a ticket whose gate passed into the base branch (false: it closes on its branch)
     parallelAutoMerge: bool = True
-    #: one ticket at a time (`tf-fsm run`, `ralph --workers 1`) runs in a worktree too
-    serialUseWorktree: bool = False
+    #: one ticket at a time (`tf-fsm run`, `resume`, `ralph --workers 1`) runs in a worktree;
+    #: None (not in the file): as workspace.mode says, which in a git repository is a worktree
+    serialUseWorktree: bool | None = None
 
 
 #: The `{placeholders}` an `executor.command` argv may use (the TF_* variables, lower case).

@@ -89,8 +89,8 @@ def check_worktrees_dir(value: str) -> str:
 
 
 class Workspace(Section):
-    #: auto: pi-ticketflow's rule (parallel workers use worktrees; one ticket at a time does
-    #: when ralph.serialUseWorktree); worktree or shared: always that
+    #: auto: a worktree in a git repository (one ticket at a time: not when
+    #: ralph.serialUseWorktree is set false), else shared; worktree or shared: always that
     mode: Literal["auto", "worktree", "shared"] = "auto"
     #: a ticket's branch is this prefix and its id
     branchPrefix: str = Field(default="tf/", min_length=1, max_length=100)

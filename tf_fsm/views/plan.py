@@ -4,7 +4,7 @@ locking or writing anything."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tf_fsm.core.artifacts import agent_artifact
 from tf_fsm.core.escalation import detect_same_failure, phase_plan, resolve
@@ -19,6 +19,9 @@ from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary, template_for
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.views.plan_phases import phases_of
+
+if TYPE_CHECKING:
+    from tf_fsm.workspace.mode import Repository
 
 #: the plan's `action` for each decision (a repaired tk close is reported as already closed)
 ACTIONS = {
@@ -123,31 +126,52 @@ def plan(run: TicketRun) -> dict[str, Any]:
 
 
 def tree_plan(run: TicketRun) -> dict[str, Any]:
-    """Where the attempt would run: the ticket's own worktree or the project's tree, chosen as
-    `run` chooses (tf_fsm.workspace.mode), and nothing made. `refused`: why `run` would stop
-    with exit 2 instead (e.g. --worktree outside a git repository)."""
+    """Where the attempt would run (`tree_for`), with the run's own flags (after
+    `--retry-reset` no attempt is open)."""
+    from tf_fsm.engine.worktree import shared_attempt
+
+    options = run.options
+    begun = None if options.retry_reset else shared_attempt(run.store)
+    return tree_for(run.root, run.settings, run.ticket_id, explicit=options.worktree,
+                    parallel=options.parallel, shared_attempt=begun)  # fmt: skip
+
+
+def tree_for(
+    root: Path, settings: LoadedSettings, ticket_id: str, *, explicit: bool | None,
+    parallel: bool, shared_attempt: int | None, repo: Repository | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Where a run of `ticket_id` would run: the ticket's own worktree or the project's tree,
+    chosen as `run` chooses (tf_fsm.workspace.mode.choose, whose arguments these are), and
+    nothing made. `why`: what chose it;
+    `note`: the line the run would say about it; `refused`: why `run` would stop with exit 2
+    instead (e.g. --worktree outside a git repository). `repo`: the root as already read, for
+    a caller asking about many tickets."""
     from tf_fsm.errors import WorkspaceError
     from tf_fsm.workspace import mode, worktree
     from tf_fsm.workspace.model import branch_name, worktree_path
 
-    root, settings, ticket_id = run.root, run.settings, run.ticket_id
-    out: dict[str, Any] = {"worktree": False, "note": None, "refused": None}
+    repo = repo or mode.Repository(root, settings)
+    branch = branch_name(settings, ticket_id)
+    out: dict[str, Any] = {"worktree": False, "why": None, "note": None, "refused": None}
     try:
-        chosen = mode.choose(root, settings, ticket_id, explicit=run.options.worktree,
-                             parallel=run.options.parallel)  # fmt: skip
-        found, base = None, None
-        if chosen.worktree:  # as `run` names it: its recorded base, else today's
-            found, base = worktree.base_of(root, settings, ticket_id)
+        chosen = mode.choose(root, settings, ticket_id, explicit=explicit, parallel=parallel,
+                             shared_attempt=shared_attempt, repo=repo)  # fmt: skip
+        exists = chosen.worktree and repo.has_branch(branch)
+        base = None
+        if exists:  # as `run` names it: its recorded base, else today's
+            base = worktree.base_of(root, settings, ticket_id)[1]
+        elif chosen.worktree:
+            base = repo.base
     except WorkspaceError as exc:
         return {**out, "refused": exc.message, "summary": f"refused: {exc.message} (run exits 2)"}
+    out.update(why=chosen.why, note=chosen.note)
     if not chosen.worktree:
-        note = f" ({chosen.note})" if chosen.note else ""
-        return {**out, "note": chosen.note, "summary": f"the project's working tree{note}"}
-    path, branch = worktree_path(root, settings, ticket_id), branch_name(settings, ticket_id)
+        return {**out, "summary": f"the project's working tree ({chosen.why})"}
+    path = worktree_path(root, settings, ticket_id)
     shown = path.relative_to(root) if path.is_relative_to(root) else path
     return {
         **out, "worktree": True, "path": str(path), "branch": branch, "base": base,
-        "exists": found is not None,
+        "exists": exists, "uncommitted": len(chosen.uncommitted),
         "summary": f"the ticket's worktree {shown} (branch {branch} from {base})",
     }  # fmt: skip
 
