@@ -80,7 +80,7 @@ def open_shared(run: TicketRun) -> RunTree:
 
 
 def open_worktree(run: TicketRun) -> RunTree:
-    tree = open_tree(run)
+    tree, _note = open_tree(run)
     assert tree is not None, "the worktree mode was asked for and not given"
     return tree
 
