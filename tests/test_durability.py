@@ -74,13 +74,18 @@ def test_only_the_journal_is_fsynced_while_the_run_works(
     renamed = {os.path.basename(p) for kind, p in calls if kind == "rename"}
     assert {"retry-state.json", "chain-context.json", "review.md"} <= renamed
     assert not any(os.path.basename(p).startswith(".retry-state.json") for p in fsynced)
-    # two durable points: before the journal says closed, and at the end, after every write
+    # a durable point at each attempt's end, before the journal says it ended (nothing re-makes
+    # an ended attempt's files: the next attempt stands on its implementation.md), and one at
+    # the end, after every write
     syncs = [i for i, (kind, _) in enumerate(calls) if kind == "syncfs"]
-    assert len(syncs) == 2
+    assert len(syncs) == outcome.attempts_run + 1
     last_rename = max(i for i, (kind, _) in enumerate(calls) if kind == "rename")
     assert syncs[-1] > last_rename and calls[syncs[-1]] == ("syncfs", ticket_dir)
     closing_tk = max(i for i, (kind, p) in enumerate(calls) if kind == "rename" and p == tk_file)
-    assert syncs[0] < closing_tk  # the close's reports were durable before the tk file closed
+    assert syncs[-2] < closing_tk  # the close's reports were durable before the tk file closed
+    second_prompt = next(i for i, (kind, p) in enumerate(calls)
+                         if kind == "rename" and "/prompts/attempt-2/" in p)  # fmt: skip
+    assert syncs[0] < second_prompt  # attempt 1's files were durable before attempt 2 began
 
 
 def test_the_journal_holds_the_views_and_ends_with_the_durable_point(project: Path) -> None:

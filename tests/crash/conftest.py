@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.crash import lifecycle
+from tests.crash import git_scenario, lifecycle
 from tests.crash.model import snapshot
 from tests.crash.recorder import Op, Recorder
 
@@ -71,3 +71,40 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
 def full_recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
     """The variant with research and the closer on."""
     yield record(tmp_path_factory.mktemp("reference-full") / "project", lifecycle.FULL_WORKFLOW)
+
+
+@pytest.fixture(scope="session", params=git_scenario.SCENARIOS, ids=lambda s: s.name)
+def crash_scenario(request: pytest.FixtureRequest) -> git_scenario.Scenario:
+    scenario: git_scenario.Scenario = request.param
+    return scenario
+
+
+@pytest.fixture(scope="session")
+def git_template(
+    crash_scenario: git_scenario.Scenario, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The git scenario's project before any run (tests/crash/git_scenario.py)."""
+    root = tmp_path_factory.mktemp(f"git-template-{crash_scenario.name}") / "project"
+    return git_scenario.make_template(root, crash_scenario)
+
+
+@pytest.fixture(scope="session")
+def git_reference(
+    crash_scenario: git_scenario.Scenario, git_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[git_scenario.Reference]:  # fmt: skip
+    """The git scenario run once uninterrupted, each git command's journal offset noted."""
+    from tests.crash.git_shim import Shim
+
+    tmp = tmp_path_factory.mktemp(f"git-reference-{crash_scenario.name}")
+    root = git_scenario.copy_project(git_template, tmp / "project")
+    ran = git_scenario.run(root, crash_scenario, Shim(tmp / "shim"), measure=True)
+    assert ran.code == 0, ran.stderr
+    final = lifecycle.final_state(root)
+    assert tuple(final.attempts) == crash_scenario.attempts, final
+    reference = git_scenario.Reference(
+        crash_scenario, final, git_scenario.git_final(root), ran.calls,
+        git_scenario.events_with_offsets(root),
+    )  # fmt: skip
+    assert git_scenario.problems(root, reference) == []  # the reference passes its own checks
+    yield reference

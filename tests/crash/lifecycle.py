@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,11 +104,14 @@ def events(root: Path) -> list[ev.Event]:
 
 @dataclass(frozen=True)
 class Final:
-    """What the reference run ended with: retry-state.json, timestamps aside, and the
-    prior-failure summary each attempt's prompts were given (its chain context's last image)."""
+    """What the reference run ended with: retry-state.json, timestamps aside, the
+    prior-failure summary each attempt's prompts were given (its chain context's last image),
+    and every other file of the ticket directory (`artifacts`)."""
 
     state: dict[str, Any]
     prior: dict[int, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    root: str = ""  # the project it ran in (the files of a crash state may name it)
 
     @property
     def attempts(self) -> list[tuple[int, str]]:
@@ -124,7 +129,7 @@ def without_stamps(data: Any) -> Any:
     return data
 
 
-def final_state(root: Path) -> Final:
+def final_state(root: Path, reference_root: str = "") -> Final:
     state = store(root).load_retry_state()
     assert state is not None, "no retry-state.json"
     prior = {}
@@ -132,11 +137,51 @@ def final_state(root: Path) -> Final:
         if e.event == "ViewSaved" and getattr(e, "file", None) == "chain-context.json":
             content = getattr(e, "content", {})
             prior[content.get("attempt")] = content.get("priorFailure")
-    return Final(without_stamps(state.to_json_dict()), prior)
+    files = artifacts(root, reference_root)
+    return Final(without_stamps(state.to_json_dict()), prior, files, str(root))
+
+
+_DURATION = re.compile(rb"duration: [0-9.]+s")
+#: the ticket directory's files that are not artifacts: the journal and the views (checked
+#: against the journal), the lock; dot files (the lock's owner, temp files) are left out too
+NOT_ARTIFACTS = frozenset({"events.jsonl", "retry-state.json", "chain-context.json"})
+
+
+def artifacts(root: Path, reference_root: str = "") -> dict[str, str]:
+    """Every artifact of the ticket directory (research.md, implementation.md, review.md,
+    fix.md, the verification and close reports, logs, prompts...) -> the sha256 of its bytes
+    with the project's path in them made `<root>` (prompts name it), so that the files of two
+    projects compare. A crash state's files were written in the reference's project: its
+    path (`reference_root`) is made `<root>` too."""
+    ticket_dir = root / TICKET_DIR
+    paths = {str(root), os.path.realpath(root), reference_root} - {""}
+    marks = sorted(paths, key=len, reverse=True)
+    found = {}
+    for path in sorted(ticket_dir.rglob("*")):
+        name = path.relative_to(ticket_dir).as_posix()
+        if name in NOT_ARTIFACTS or path.name.startswith(".") or not path.is_file():
+            continue
+        data = _DURATION.sub(b"duration: <s>", path.read_bytes())  # a log's, timed
+        for mark in marks:
+            data = data.replace(mark.encode(), b"<root>")
+        found[name] = hashlib.sha256(data).hexdigest()
+    return found
 
 
 def sha256(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+#: between a crash state's description and one of its problems, in a failure's line
+PROBLEM = ":\n    "
+
+
+def check_of(line: str) -> str:
+    """The check a failure's line comes from: its problem's first words (up to a colon or a
+    list, value or file name)."""
+    problem = line.split(PROBLEM, 1)[-1]
+    problem = re.sub(r"^[\w./-]+\.(md|json|log)('s| is| differs)", r"<file>\2", problem)
+    return re.split(r":| \[| \{| \(|, not ", problem)[0][:80]
 
 
 def problems(root: Path, reference: Final) -> list[str]:
@@ -146,7 +191,7 @@ def problems(root: Path, reference: Final) -> list[str]:
     if ticket.status != "closed":
         found.append(f"tk status is {ticket.status!r}")
     try:
-        final = final_state(root)
+        final = final_state(root, reference.root)
     except Exception as exc:
         return [*found, f"retry-state.json does not load: {exc}"]
     if final.state != reference.state:
@@ -156,9 +201,10 @@ def problems(root: Path, reference: Final) -> list[str]:
             found.append(f"attempt {number} was given another prior-failure summary: "
                          f"{final.prior.get(number)!r} instead of {summary!r}")  # fmt: skip
     evs = events(root)
-    found += _journal_problems(evs)
+    found += _journal_problems(evs, [n for n, _ in reference.attempts])
     found += _view_problems(root, evs)
-    found += _report_problems(root, evs)
+    found += _report_problems(root, evs, reference.attempts[-1][0])
+    found += _artifact_problems(final.files, reference.files)
     ticket_dir = root / TICKET_DIR
     left = sorted(str(p.relative_to(ticket_dir)) for p in ticket_dir.rglob(".*.tmp"))
     if left:
@@ -168,16 +214,16 @@ def problems(root: Path, reference: Final) -> list[str]:
     return found
 
 
-def _journal_problems(evs: list[ev.Event]) -> list[str]:
+def _journal_problems(evs: list[ev.Event], attempts: list[int]) -> list[str]:
     finished = sorted(e.attempt or 0 for e in evs if isinstance(e, ev.AttemptFinished))
     closed = sum(isinstance(e, ev.TicketClosed) for e in evs)
     found = []
-    if finished != [1, 2, 3]:
-        found.append(f"AttemptFinished for attempts {finished}, not [1, 2, 3]")
+    if finished != attempts:
+        found.append(f"AttemptFinished for attempts {finished}, not {attempts}")
     if closed != 1:
         found.append(f"{closed} TicketClosed events")
-    if any((e.attempt or 0) > 3 for e in evs):
-        found.append("an attempt 4 was journaled")
+    if any((e.attempt or 0) > attempts[-1] for e in evs):
+        found.append(f"an attempt {attempts[-1] + 1} was journaled")
     return found
 
 
@@ -188,26 +234,47 @@ def last_view_saved(evs: list[ev.Event], name: str) -> Any:
 
 
 def _view_problems(root: Path, evs: list[ev.Event]) -> list[str]:
-    image = last_view_saved(evs, "retry-state.json")
-    if image is None:
-        return []  # a journal without ViewSaved events (before the journal held the views)
-    on_disk = json.loads((root / TICKET_DIR / "retry-state.json").read_text())
-    return [] if on_disk == image else ["retry-state.json differs from its last ViewSaved"]
+    found = []
+    for name in ("retry-state.json", "chain-context.json"):
+        image = last_view_saved(evs, name)
+        if image is None:
+            continue  # a journal without ViewSaved events (before the journal held the views)
+        on_disk = json.loads((root / TICKET_DIR / name).read_text())
+        if on_disk != image:
+            found.append(f"{name} differs from its last ViewSaved")
+    return found
 
 
-def _report_problems(root: Path, evs: list[ev.Event]) -> list[str]:
-    completed = [e for e in evs if isinstance(e, ev.PhaseCompleted) and e.attempt == 3]
+def _report_problems(root: Path, evs: list[ev.Event], last: int) -> list[str]:
+    """The final attempt's reports exist; every file a phase completion journaled (the last
+    record of each, whichever attempt) holds the bytes it recorded."""
     recorded: dict[str, str] = {}
-    for e in completed:  # the last completion of each phase wins
-        recorded[e.artifact] = e.sha256
-        recorded.update(getattr(e, "files", None) or {})
+    final: set[str] = set()
+    for e in evs:
+        if isinstance(e, ev.PhaseCompleted):  # the last completion of each file wins
+            files = {e.artifact: e.sha256, **(getattr(e, "files", None) or {})}
+            recorded.update(files)
+            final.update(files if e.attempt == last else ())
     found = []
     for name in REPORTS:
-        actual = sha256(root / TICKET_DIR / name)
-        if actual is None:
+        if not (root / TICKET_DIR / name).exists():
             found.append(f"{name} is missing")
-        elif name in recorded and recorded[name] != actual:
-            found.append(f"{name}'s sha256 is not the one attempt 3 journaled")
-        elif name not in recorded and name in REPORT_PHASE:
-            found.append(f"attempt 3 journaled no sha256 of {name}")
+        elif name not in final and name in REPORT_PHASE:
+            found.append(f"attempt {last} journaled no sha256 of {name}")
+    for name, sha in sorted(recorded.items()):
+        actual = sha256(root / TICKET_DIR / name)
+        if actual is not None and actual != sha:
+            found.append(f"{name}'s sha256 is not the one its phase completion journaled")
+    return found
+
+
+def _artifact_problems(files: dict[str, str], reference: dict[str, str]) -> list[str]:
+    """The artifacts differ from the uninterrupted run's: missing, extra or other bytes."""
+    found = []
+    if missing := sorted(reference.keys() - files.keys()):
+        found.append(f"artifacts missing: {missing}")
+    if extra := sorted(files.keys() - reference.keys()):
+        found.append(f"artifacts the uninterrupted run does not have: {extra}")
+    if differ := sorted(n for n in files.keys() & reference.keys() if files[n] != reference[n]):
+        found.append(f"artifacts that differ from the uninterrupted run's: {differ}")
     return found

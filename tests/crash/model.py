@@ -27,6 +27,11 @@ The rules:
 6. Temp files (`.*.tmp`) are left behind whenever their create is applied and their rename is
    not: nothing special is needed for them.
 
+`Machine.crash` draws all of these at random. `Machine.lose` makes one of them on purpose:
+everything as the process saw it but one file, gone (its name not durable) or with its
+durable content or a torn write: a power cut that took that file alone, which random draws
+rarely make (every other pending op must come out applied).
+
 Every draw comes from the `random.Random` it is given, and its choices are listed in
 `CrashState.choices`, so a failing state can be replayed from its seed and cut point.
 """
@@ -206,6 +211,34 @@ class Machine:
         kind = "durable" if data == old else "volatile" if data == new else f"{len(data)} bytes"
         choices.append(f"{path}: {kind}")
         return data
+
+    def lose(self, path: str, rng: random.Random) -> CrashState:
+        """The state the process saw, but for the file `path` alone: gone when its name is
+        not durable, else its content as durable (or a torn write): one of the states rule 4
+        and 5 allow, the one where a power cut took that file and nothing else."""
+        tree, choices = self.volatile.copy(), []
+        inode = tree.names[path]
+        if self.durable.names.get(path) != inode:
+            del tree.names[path]
+            choices.append(f"-{path}")
+        files = {p: self.content[i] for p, i in tree.names.items()}
+        if path in tree.names:
+            old, new = self.synced[inode], self.content[inode]
+            start = 0 if inode in self.truncated or not new.startswith(old) else len(old)
+            torn = new[: rng.randint(start, len(new) - 1)] if start < len(new) else old
+            files[path] = old if rng.random() < 0.5 else torn
+            kind = "durable" if files[path] == old else f"{len(files[path])} bytes"
+            choices.append(f"{path}: {kind}")
+        return CrashState(files, set(tree.dirs), choices)
+
+    def lost_alone(self, under: str) -> list[str]:
+        """The files under `under` a power cut now could take alone: their name or their
+        content is not durable (temp files and the lock's files aside)."""
+        return [
+            path for path, inode in sorted(self.volatile.names.items())
+            if path.startswith(under) and not os.path.basename(path).startswith(".")
+            and (self.durable.names.get(path) != inode or self.synced[inode] != self.content[inode])
+        ]  # fmt: skip
 
     def durable_state(self) -> CrashState:
         """The crash state that keeps only what is durable."""

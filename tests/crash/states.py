@@ -20,6 +20,9 @@ from tests.crash.model import CrashState, Machine
 from tf_fsm.core import journal as ev
 
 STATES_PER_CUT = 3
+#: crash states in CI (times TF_FSM_CRASH_SOAK): the lifecycle, and the variant with research
+#: and the closer on
+STATES, FULL_STATES = 600, 150
 #: what a rerun journals only when it had to recover something
 RECOVERY_EVENTS = {
     "AttemptResumed": "resumed an attempt",
@@ -61,6 +64,7 @@ class Plan:
 
     base_seed: int
     cuts: list[int]
+    kind = "state"
 
     @classmethod
     def of(cls, recording: Recording, states: int, base_seed: int) -> Plan:
@@ -74,6 +78,45 @@ class Plan:
         machine = Machine(recording.files, recording.dirs).replay(recording.ops[:cut])
         rng = random.Random(self.base_seed + number)  # noqa: S311 - seeded test data
         return cut, machine, machine.crash(rng)
+
+
+def completions(recording: Recording) -> list[int]:
+    """Cut points just after each fsync of the journal that made a phase's completion
+    durable: the journal then says the phase is done, while its files may not be on disk."""
+    journal = (lifecycle.TICKET_DIR / "events.jsonl").as_posix()
+    cuts: list[int] = []
+    last = b""
+    for i, op in enumerate(recording.ops):
+        if op.kind == "write" and op.path == journal:
+            last = op.data
+        elif op.kind == "fsync" and op.path == journal and b'"PhaseCompleted"' in last:
+            cuts.append(i + 1)
+    return cuts
+
+
+@dataclass(frozen=True)
+class LossPlan:
+    """State number -> (cut point, the one file a power cut takes there): at each durable
+    phase completion, each file of the ticket a power cut could take alone."""
+
+    base_seed: int
+    losses: list[tuple[int, str]]
+    kind = "lost-file state"
+
+    @classmethod
+    def of(cls, recording: Recording, base_seed: int) -> LossPlan:
+        under = f"{lifecycle.TICKET_DIR.as_posix()}/"
+        losses = []
+        for cut in completions(recording):
+            machine = Machine(recording.files, recording.dirs).replay(recording.ops[:cut])
+            losses += [(cut, path) for path in machine.lost_alone(under)]
+        return cls(base_seed, losses)
+
+    def state(self, recording: Recording, number: int) -> tuple[int, Machine, CrashState]:
+        cut, path = self.losses[number]
+        machine = Machine(recording.files, recording.dirs).replay(recording.ops[:cut])
+        rng = random.Random(self.base_seed + number)  # noqa: S311 - seeded test data
+        return cut, machine, machine.lose(path, rng)
 
 
 def closed_before_durable_point(recording: Recording, cut: int) -> bool:
@@ -94,7 +137,7 @@ def same(a: CrashState, b: CrashState) -> bool:
 
 
 def try_state(
-    recording: Recording, plan: Plan, number: int, root: Path
+    recording: Recording, plan: Plan | LossPlan, number: int, root: Path
 ) -> tuple[list[str], Counter[str]]:
     """Materialize state `number` at `root` (a new directory), rerun until closed, check the
     final state: (the problems, each described with what replays it; what happened)."""
@@ -115,10 +158,11 @@ def try_state(
     if not found:
         shutil.rmtree(root)  # a failing state's directory is kept, to be looked at
         return [], seen
-    where = (f"state {number} (TF_FSM_CRASH_SEED={plan.base_seed} TF_FSM_CRASH_ONLY={number}): "
+    where = (f"{plan.kind} {number} (TF_FSM_CRASH_SEED={plan.base_seed} "
+             f"TF_FSM_CRASH_ONLY={number}): "
              f"cut after op {cut} of {len(recording.ops)} ({_op(recording, cut)}), reruns "
              f"{statuses}, choices {state.choices}")  # fmt: skip
-    return [f"{where}: {problem}" for problem in found], seen
+    return [f"{where}{lifecycle.PROBLEM}{problem}" for problem in found], seen
 
 
 def _op(recording: Recording, cut: int) -> str:

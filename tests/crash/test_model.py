@@ -137,3 +137,36 @@ def test_a_crash_state_is_reproducible_from_its_seed(
     one, two = machine.crash(random.Random(7)), machine.crash(random.Random(7))  # noqa: S311
     assert (one.files, one.dirs, one.choices) == (two.files, two.dirs, two.choices)
     assert len({tuple(sorted(s.files.items())) for s in draws(machine)}) > 10
+
+
+def test_a_lost_file_alone_is_gone_or_old_and_everything_else_as_the_process_saw_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept, new, grown = tmp_path / "kept.md", tmp_path / "new.md", tmp_path / "grown.log"
+    atomic.atomic_write_bytes(grown, b"first\n", within=tmp_path)
+
+    def steps() -> None:
+        atomic.atomic_write_bytes(kept, b"synced", within=tmp_path)  # fsynced, dir fsynced
+        for path, flags, data in ((new, os.O_CREAT, b"never synced"),
+                                  (grown, os.O_APPEND, b"second line\n")):  # fmt: skip
+            fd = os.open(path, os.O_WRONLY | flags, 0o644)
+            os.write(fd, data)
+            os.close(fd)
+
+    machine, _ = recorded(tmp_path, monkeypatch, steps)
+    assert machine.lost_alone("") == ["grown.log", "new.md"]
+    volatile = machine.volatile_state()
+    gone = machine.lose("new.md", random.Random(1))  # noqa: S311
+    assert "new.md" not in gone.files and gone.choices == ["-new.md"]
+    assert gone.files == {k: v for k, v in volatile.files.items() if k != "new.md"}
+    seen = set()
+    for seed in range(DRAWS):
+        state = machine.lose("grown.log", random.Random(seed))  # noqa: S311
+        data = state.files["grown.log"]
+        assert data != b"first\nsecond line\n", data  # never what the process saw
+        assert data.startswith(b"first\n")  # an append never loses what was synced
+        assert {k: v for k, v in state.files.items() if k != "grown.log"} == {
+            k: v for k, v in volatile.files.items() if k != "grown.log"
+        }
+        seen.add(data)
+    assert b"first\n" in seen and len(seen) > 2  # the synced bytes, and torn appends

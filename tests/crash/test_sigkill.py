@@ -65,18 +65,25 @@ def rerun_until_closed(root: Path) -> list[int]:
 class CliReference:
     seconds: float
     journal_bytes: int
+    final: lifecycle.Final  # its artifacts are the command agent's (its logs say how it ran)
 
 
 @pytest.fixture(scope="module")
 def cli_reference(recording: Recording, tmp_path_factory: pytest.TempPathFactory) -> CliReference:
     """An uninterrupted `tf-fsm run` of the scenario: it ends in the same final state as the
-    in-process reference (the same agent, run as a process)."""
+    in-process reference (the same agent, run as a process), its artifacts aside: the logs
+    of a process hold its command line."""
     root = cli_project(tmp_path_factory.mktemp("cli-reference") / "project")
     started = time.monotonic()
     assert rerun_until_closed(root) == [EXIT_OK]
     elapsed = time.monotonic() - started
-    assert lifecycle.problems(root, recording.reference) == []
-    return CliReference(elapsed, (root / lifecycle.TICKET_DIR / "events.jsonl").stat().st_size)
+    final = lifecycle.final_state(root)
+    assert lifecycle.problems(root, final) == []
+    reference = recording.reference
+    assert (final.state, final.prior) == (reference.state, reference.prior)
+    assert final.files.keys() == reference.files.keys()
+    size = (root / lifecycle.TICKET_DIR / "events.jsonl").stat().st_size
+    return CliReference(elapsed, size, final)
 
 
 def kill_when_grown(
@@ -127,7 +134,7 @@ def test_sigkill_at_seeded_moments_then_rerun(
     jobs = max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(jobs) as pool:
         done = list(pool.map(
-            lambda n: one_trial(n, tmp_path / f"trial-{n}", cli_reference, recording.reference),
+            lambda n: one_trial(n, tmp_path / f"trial-{n}", cli_reference, cli_reference.final),
             range(trials),
         ))  # fmt: skip
     failures = [problem for problems, _ in done for problem in problems]

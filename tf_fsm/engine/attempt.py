@@ -150,12 +150,12 @@ def _finish(
         ended = same_failure.after_blocked(run, ended, runner.gate_rows, runner.post_counts)
     # The ending's events, then the state's image: a journal cut anywhere in between is
     # finished by the next run, which journals only what is missing (_journal_once).
+    # An ended attempt is never resumed, so nothing could re-make its files after a power
+    # cut: they are made durable before the journal says it ended. A closed attempt's reports
+    # are the ticket's record; a blocked one's implementation.md (and research.md) are what
+    # the next attempts build on (they skip those phases), its prompts and logs its record.
+    run.store.durable_point()
     if closed:
-        # A closed attempt is never resumed, so nothing could re-make its reports after a
-        # power cut: they are made durable before the journal says it closed. (A blocked
-        # attempt's reports matter only for the next attempt's prior-failure summary, which
-        # TicketBlocked carries.)
-        run.store.durable_point()
         _journal_once(run, attempt, ev.TicketClosed, retryCountBefore=before)
     else:
         auto = (
