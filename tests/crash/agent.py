@@ -13,11 +13,16 @@ The git scenario (tests/crash/git_scenario.py) sets more in its environment:
 * CRASH_AGENT_EDITS: it edits the working tree as a coding agent does: `implement` writes
   `src/<ticket>.py`, `fix` rewrites it for its attempt (the same bytes on every rerun);
 * CRASH_AGENT_PERSON_FILE, CRASH_AGENT_PERSON (a project root) and CRASH_AGENT_GIT (the real
-  git): during attempt 1's `implement` a person commits that file (`person.txt`; the
+  git): during the review of the attempt that closes (the last one: a retry starts on the
+  base's tip, so an earlier commit would need no rebase at the merge) a person commits that
+  file (`person.txt`; the
   ticket's own `src/<ticket>.py` makes the merge queue's rebase conflict) on the root's
   branch, once (the same commit, by its fixed identity and dates, whichever rerun makes it),
   so the ticket's branch must be rebased before its merge. This git is run by its full path:
   the harness's git shim does not count it.
+* CRASH_AGENT_RESOLVES: in the merge queue's conflict resolution (phase `resolve`) it keeps
+  both sides of the conflict over `src/<ticket>.py`: the person's line, then the ticket's
+  lines (the same bytes on every rerun); its reviewers (`resolve-review`) find nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +43,9 @@ PERSON_ENV = {
 
 
 def output_text(ticket: str, phase: str, attempt: int, blocked: int = BLOCKED_ATTEMPTS) -> str:
-    if phase not in ("review", "verify"):
+    if phase not in ("review", "verify", "resolve-review"):
         return f"# {phase}\n\nDone for attempt {attempt}.\n"
-    n = 1 if attempt <= blocked else 0
+    n = 1 if attempt <= blocked and phase != "resolve-review" else 0
     major = "- `a.py:1` - still wrong" if n else "No issues found."
     return REVIEW.format(ticket=ticket, major=major, n=n)
 
@@ -53,13 +58,25 @@ def write_output(path: str, text: str) -> None:
         os.close(fd)
 
 
+PERSON_TEXT = "a person's change\n"
+
+
+def ticket_text(ticket: str, phase: str, attempt: int) -> str:
+    return f"X = {attempt if phase == 'fix' else 0}\n# {ticket}, {phase} of attempt {attempt}\n"
+
+
 def edit_tree(ticket: str, phase: str, attempt: int) -> None:
     """The working tree's change a phase makes (cwd: the ticket's worktree)."""
     if phase not in ("implement", "fix"):
         return
     os.makedirs("src", exist_ok=True)
-    text = f"X = {attempt if phase == 'fix' else 0}\n# {ticket}, {phase} of attempt {attempt}\n"
-    write_output(os.path.join("src", f"{ticket}.py"), text)
+    write_output(os.path.join("src", f"{ticket}.py"), ticket_text(ticket, phase, attempt))
+
+
+def resolve(ticket: str, attempt: int) -> None:
+    """Both sides of the conflict over the ticket's file: the person's line and the ticket's."""
+    both = PERSON_TEXT + ticket_text(ticket, "implement", attempt)
+    write_output(os.path.join("src", f"{ticket}.py"), both)
 
 
 def person_commits(root: str, git: str, name: str) -> None:
@@ -70,7 +87,7 @@ def person_commits(root: str, git: str, name: str) -> None:
     if has.stdout.strip():
         return
     os.makedirs(os.path.dirname(os.path.join(root, name)) or root, exist_ok=True)
-    write_output(os.path.join(root, name), "a person's change\n")
+    write_output(os.path.join(root, name), PERSON_TEXT)
     for args in (["add", "--", name], ["commit", "-q", "-m", "a person's commit", "--", name]):
         subprocess.run([git, *args], cwd=root, env=env, check=True, capture_output=True)
 
@@ -81,10 +98,12 @@ def main() -> None:
     ticket, phase, attempt = env["TF_TICKET_ID"], env["TF_PHASE"], int(env["TF_ATTEMPT"])
     if env.get("CRASH_AGENT_EDITS"):
         edit_tree(ticket, phase, attempt)
-    if env.get("CRASH_AGENT_PERSON_FILE") and (phase, attempt) == ("implement", 1):
+    if env.get("CRASH_AGENT_RESOLVES") and phase == "resolve":
+        resolve(ticket, attempt)
+    blocked = int(env.get("CRASH_AGENT_BLOCKED", BLOCKED_ATTEMPTS))
+    if env.get("CRASH_AGENT_PERSON_FILE") and (phase, attempt) == ("review", blocked + 1):
         person_commits(env["CRASH_AGENT_PERSON"], env["CRASH_AGENT_GIT"],
                        env["CRASH_AGENT_PERSON_FILE"])  # fmt: skip
-    blocked = int(env.get("CRASH_AGENT_BLOCKED", BLOCKED_ATTEMPTS))
     write_output(env["TF_OUTPUT"], output_text(ticket, phase, attempt, blocked))
 
 

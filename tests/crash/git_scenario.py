@@ -42,8 +42,8 @@ FILES = 400
 class Scenario:
     """A git crash scenario: its settings, what its agent does (the CRASH_AGENT_* variables of
     tests/crash/agent.py; with CRASH_AGENT_PERSON_FILE a person commits that file on main at
-    the root during attempt 1), the attempts its uninterrupted run ends with, and the steps of
-    its lifecycle (`step_of`) CI must crash in."""
+    the root during the last attempt), the attempts its uninterrupted run ends with, and the
+    steps of its lifecycle (`step_of`) CI must crash in."""
 
     name: str
     settings: dict[str, Any]
@@ -63,8 +63,23 @@ WORKTREE = Scenario(
     frozenset({"worktree creation", "attempt start", "checkpoint", "merge queue", "rebase",
                "merge", "removal"}),
 )  # fmt: skip
+#: the ticket in its worktree, closed at attempt 1, where a person added the ticket's own file
+#: on main meanwhile: the merge queue's rebase conflicts, the agent resolves the conflict
+#: (both sides kept), the reviewers pass it, and it merges. A kill in the resolution counts as
+#: one of the ticket's resolutions: room for the second crashes
+CONFLICT = Scenario(
+    "conflict",
+    {"workflow": lifecycle.WORKFLOW,
+     "workspace": {"mode": "worktree", "conflicts": {"maxAttempts": 10}},
+     "executor": lifecycle.agent_command()},
+    {"CRASH_AGENT_EDITS": "1", "CRASH_AGENT_BLOCKED": "0",
+     "CRASH_AGENT_PERSON_FILE": "src/pt-1.py", "CRASH_AGENT_RESOLVES": "1"},
+    ((1, "closed"),),
+    frozenset({"worktree creation", "checkpoint", "merge queue", "rebase", "resolution",
+               "merge", "removal"}),
+)  # fmt: skip
 #: the scenarios every git crash test and git mutant runs in
-SCENARIOS = (WORKTREE,)
+SCENARIOS = (WORKTREE, CONFLICT)
 #: exit codes of a rerun that is not done yet (3: blocked, the kill fell between attempts)
 EXIT_OK, NOT_YET = 0, (3,)
 MAX_RERUNS = 4
@@ -299,7 +314,7 @@ def step_of(events: Sequence[Any], call: Call) -> str:
 
 #: the merge queue's steps, by the last of its events the journal holds
 _MERGE_STEPS = (("MergeCompleted", "removal"), ("MergeRebased", "merge"),
-                ("MergeStarted", "rebase"))  # fmt: skip
+                ("ResolutionStarted", "resolution"), ("MergeStarted", "rebase"))  # fmt: skip
 _PHASE_EVENTS = frozenset({"PhaseStarted", "PhaseCompleted", "PhaseSkipped"})
 #: events that say nothing of where the run is
 _QUIET = frozenset({"ViewSaved", "ViewsChecked", "ViewsSynced", "StaleTempFilesRemoved",
@@ -311,7 +326,7 @@ _KNOWN = frozenset({
     "InvocationFinished", "InvocationRestarted", "GateEvaluated", "GateFeedbackSent",
     "TicketClosed", "TicketBlocked", "SameFailureDetected", "WorkspaceReady",
     "CheckpointCommitted", "WorkSetAside", "MergeStarted", "MergeRebased", "MergeCompleted",
-    "WorkspaceRemoved",
+    "WorkspaceRemoved", "ResolutionStarted", "ResolutionFinished", "BranchRebased", "MergeHeld",
 })  # fmt: skip
 
 

@@ -128,7 +128,7 @@ SECOND_CRASHES = [
                 until=HALF_DONE["rebase --no-autostash"]),
      CrashPoint("after", match="rebase --abort*")),
     (CrashPoint("after", match="merge --no-ff*"), CrashPoint("after", match="merge --abort*")),
-    (CrashPoint("before", match="commit --no-verify*"),
+    (CrashPoint("before", match="commit --quiet --cleanup*"),  # a checkpoint
      CrashPoint("after", match="update-ref -m tf-fsm: keep*")),
 ]  # fmt: skip
 

@@ -142,6 +142,9 @@ def final_state(root: Path, reference_root: str = "") -> Final:
 
 
 _DURATION = re.compile(rb"duration: [0-9.]+s")
+#: a commit id: a rerun makes its checkpoints again, with other dates, so other ids (a
+#: conflict resolution's prompt names the commit the rebase stopped at)
+_COMMIT_ID = re.compile(rb"\b[0-9a-f]{7,40}\b")
 #: the ticket directory's files that are not artifacts: the journal and the views (checked
 #: against the journal), the lock; dot files (the lock's owner, temp files) are left out too
 NOT_ARTIFACTS = frozenset({"events.jsonl", "retry-state.json", "chain-context.json"})
@@ -150,9 +153,9 @@ NOT_ARTIFACTS = frozenset({"events.jsonl", "retry-state.json", "chain-context.js
 def artifacts(root: Path, reference_root: str = "") -> dict[str, str]:
     """Every artifact of the ticket directory (research.md, implementation.md, review.md,
     fix.md, the verification and close reports, logs, prompts...) -> the sha256 of its bytes
-    with the project's path in them made `<root>` (prompts name it), so that the files of two
-    projects compare. A crash state's files were written in the reference's project: its
-    path (`reference_root`) is made `<root>` too."""
+    with the project's path in them made `<root>` (prompts name it) and commit ids made
+    `<sha>`, so that the files of two projects compare. A crash state's files were written in
+    the reference's project: its path (`reference_root`) is made `<root>` too."""
     ticket_dir = root / TICKET_DIR
     paths = {str(root), os.path.realpath(root), reference_root} - {""}
     marks = sorted(paths, key=len, reverse=True)
@@ -162,6 +165,7 @@ def artifacts(root: Path, reference_root: str = "") -> dict[str, str]:
         if name in NOT_ARTIFACTS or path.name.startswith(".") or not path.is_file():
             continue
         data = _DURATION.sub(b"duration: <s>", path.read_bytes())  # a log's, timed
+        data = _COMMIT_ID.sub(b"<sha>", data)
         for mark in marks:
             data = data.replace(mark.encode(), b"<root>")
         found[name] = hashlib.sha256(data).hexdigest()

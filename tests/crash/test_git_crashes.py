@@ -74,12 +74,6 @@ def test_a_crash_at_a_git_command_boundary_ends_as_the_uninterrupted_run(
     assert outcome.seen["killed"] == len(trials), line
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 31 item 8 (the rerun after a kill between the merge and the removal leaves "
-    "the merged ticket's worktree and branch), fixed on another branch: once it is merged, "
-    "this passes and the mark goes",
-)
 def test_a_crash_in_the_removal_after_the_merge_ends_as_the_uninterrupted_run(
     git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

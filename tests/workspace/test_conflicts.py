@@ -278,8 +278,11 @@ def test_the_resolution_policy() -> None:
     started = wev.ResolutionStarted(
         **stamp, number=1, role="fixer", model="m", baseSha="a", oldTip="b", files={}
     )
-    assert resolutions_tried([started, started]) == 2
-    assert resolutions_tried([started, RetryStateReset(**stamp, backup="x"), started]) == 1
+    failed = wev.ResolutionFinished(**stamp, number=1, passed=False, reason="markers")
+    assert resolutions_tried([started, started]) == 0  # a kill cut the first one short
+    assert resolutions_tried([started, failed, started, failed]) == 2
+    reset = RetryStateReset(**stamp, backup="x")
+    assert resolutions_tried([started, failed, reset, started, failed]) == 1
 
 
 def test_overlap_is_the_first_running_ticket_sharing_a_file() -> None:

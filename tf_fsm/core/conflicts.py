@@ -58,12 +58,13 @@ def marker_lines(text: str) -> list[int]:
 
 
 def resolutions_tried(events: Iterable[ev.Event]) -> int:
-    """The resolutions started for the ticket since its retries were last reset."""
+    """The resolutions of the ticket that ended (passed or failed) since its retries were last
+    reset. One a kill cut short did not end: the next run does it again, under its number."""
     tried = 0
     for event in events:
         if isinstance(event, ev.RetryStateReset):
             tried = 0
-        elif isinstance(event, wev.ResolutionStarted):
+        elif isinstance(event, wev.ResolutionFinished):
             tried += 1
     return tried
 

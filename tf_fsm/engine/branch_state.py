@@ -64,8 +64,8 @@ def persons_rebase(run: RunContext, ws: Workspace, n: int) -> str | None:
 
 def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
     """Undo what a killed merge or rebase of the ticket left (in the merge queue's lock): each
-    step said, and the ref any files in the way were kept under journaled. A resolution the
-    kill cut short is ended first: what its resolver had made is kept under its ref."""
+    step said, and the ref any files in the way were kept under journaled. What a resolution
+    the kill cut short had made is kept under a ref first."""
     _end_killed_resolution(run, ws, n)
     recovered = recover(ws)
     for note in recovered.notes:
@@ -76,9 +76,10 @@ def recover_merge(run: RunContext, ws: Workspace, n: int) -> None:
 
 
 def _end_killed_resolution(run: RunContext, ws: Workspace, n: int) -> None:
-    """A resolution journaled as started and never as finished was cut short by a kill: its
-    rebase (if still in progress) is kept under `refs/tf/<id>/resolution-<k>` and aborted,
-    and its end journaled, so that it counts as tried and nothing its resolver made is lost."""
+    """A resolution journaled as started and never as finished was cut short by a kill: what
+    its resolver had made (its rebase, in progress or completed) is kept under
+    `refs/tf/<id>/resolution-<k>-interrupted` and the rebase aborted; the merge then does the
+    same resolution again, under its number (a kill is not a resolution that failed)."""
     events = run.store.read_events().events
     started = [e for e in events if isinstance(e, wev.ResolutionStarted)]
     last = started[-1] if started else None
@@ -86,16 +87,13 @@ def _end_killed_resolution(run: RunContext, ws: Workspace, n: int) -> None:
         isinstance(e, wev.ResolutionFinished) and e.number == last.number for e in events
     ):
         return
-    ref = None
-    if ws.tree.is_dir() and rebase_in_progress(ws.git.git_dir()):
-        ref = conflicts.set_aside(ws, f"resolution-{last.number}", last.oldTip)
-    why = "the run was killed during it; its rebase was undone"
-    run.event(wev.ResolutionFinished, n, number=last.number, passed=False, reason=why, ref=ref)
+    if not ws.tree.is_dir():
+        return
+    if not rebase_in_progress(ws.git.git_dir()) and checkpoint.head(ws) == last.oldTip:
+        return  # nothing of it is left: its rebase was undone already
+    # A rebase it completed is undone too: its gates and review never passed, and the same
+    # resolution, run again, is checked in full before anything merges.
+    ref = conflicts.set_aside(ws, f"resolution-{last.number}-interrupted", last.oldTip)
     if ref is not None:
-        run.event(
-            wev.WorkSetAside,
-            n,
-            ref=ref,
-            head=last.oldTip,
-            reason=f"resolution {last.number}: {why}",
-        )
+        why = f"resolution {last.number} of the conflict, cut short by a kill; it runs again"
+        run.event(wev.WorkSetAside, n, ref=ref, head=last.oldTip, reason=why)
