@@ -191,6 +191,7 @@ BOUNDS = [
     ("workflow.qualityGates.0.maxRetries", 1000),
     ("ralph.parallelWorkers", 256),
     ("ralph.maxIterations", 100000),
+    ("workspace.conflicts.maxAttempts", 10),
 ]
 
 

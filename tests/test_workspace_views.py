@@ -207,9 +207,11 @@ def test_a_merge_conflict_and_its_resumed_merge_are_drawn_on_the_machine_s_edges
     conflicted_merge(project)
     history = taken(project)
     assert history.current == fsm.ERROR
-    assert history.taken[(MERGING, "fail", fsm.ERROR)] == [
-        "a1 merge refused: merge_conflict in work.txt"
-    ]
+    refused = history.taken[(MERGING, "fail", fsm.ERROR)]
+    assert refused[0] == "a1 merge into main (merge)"
+    assert "a1 resolution 1 by fixer: work.txt (add/add)" in refused
+    assert "a1 merge refused: merge_conflict in work.txt" in refused
+    assert refused[-1] == "a1 work set aside under refs/tf/pt-1/resolution-1"
     assert (fsm.ERROR, "resume", CLOSE) in history.taken  # the closer's failure, resumed
     # A person resolves it in the worktree, and leaves one more edit uncommitted.
     tree = project / ".tf/ralph/worktrees/pt-1"
