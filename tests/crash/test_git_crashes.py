@@ -67,20 +67,9 @@ def test_a_crash_at_a_git_command_boundary_ends_as_the_uninterrupted_run(
     git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    trials = [t for t in planned(git_reference) if t.step != "removal"]
+    trials = planned(git_reference)
     outcome = run_all(trials, git_template, tmp_path, git_reference)
     line = summary(f"git crash points (seed {SEED})", outcome, capsys)
-    assert not outcome.problems, "\n".join(outcome.problems)
-    assert outcome.seen["killed"] == len(trials), line
-
-
-def test_a_crash_in_the_removal_after_the_merge_ends_as_the_uninterrupted_run(
-    git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
-    trials = [t for t in planned(git_reference) if t.step == "removal"]
-    outcome = run_all(trials, git_template, tmp_path, git_reference)
-    line = summary(f"git crash points in the removal (seed {SEED})", outcome, capsys)
     assert not outcome.problems, "\n".join(outcome.problems)
     assert outcome.seen["killed"] == len(trials), line
 

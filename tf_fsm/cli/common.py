@@ -17,6 +17,7 @@ def print_json(obj: Any, *, indent: int | None = None) -> None:
 
     print(json.dumps(obj, indent=indent))
 
+
 def console() -> Any:
     import errno
 
@@ -29,6 +30,7 @@ def console() -> Any:
 
     # Piped output keeps whole model ids rather than rich's 80-column ellipses.
     return _Console(width=None if sys.stdout.isatty() else 200)
+
 
 def project_root(args: argparse.Namespace) -> Path:
     """The project root: `--root`, else `$TF_FSM_ROOT`, else found by walking up. A root given
@@ -43,12 +45,14 @@ def project_root(args: argparse.Namespace) -> Path:
         return existing_dir(find_project_root(), f"${ROOT_ENV} {os.environ[ROOT_ENV]}")
     return find_project_root()
 
+
 def existing_dir(path: Path, source: str) -> Path:
     if not path.exists():
         raise UsageError(f"{source}: no such directory (the project root must exist)")
     if not path.is_dir():
         raise UsageError(f"{source}: not a directory (the project root must be one)")
     return path
+
 
 def ticket_ids(ids: Sequence[str]) -> list[str]:
     from tf_fsm.storage.ticket_id import validate_ticket_id
@@ -68,6 +72,14 @@ def add_global_arguments(parser: argparse.ArgumentParser, after_command: bool = 
     parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP, **default)
 
 
+def add_ticket_command(p: argparse.ArgumentParser, epilog: str, json_help: str, func: Any) -> None:
+    """A command on one ticket (`TICKET [--json]`), its exit codes in `epilog`."""
+    p.epilog = epilog
+    p.add_argument("ticket")
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.set_defaults(func=func)
+
+
 def add_worktree_argument(parser: argparse.ArgumentParser) -> None:
     """`--worktree/--no-worktree`: run tickets in their own git worktree, or in the project's
     tree (default: the settings decide; docs/workspaces.md)."""
@@ -76,5 +88,6 @@ def add_worktree_argument(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="each ticket on its own git branch and worktree (--no-worktree: in the project's "
-        "tree); default: workspace.mode, else parallel workers use worktrees (docs/workspaces.md)",
+        "tree); default: workspace.mode (auto: a worktree in a git repository with a commit; "
+        "docs/workspaces.md)",
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from tf_fsm.cli.common import print_json, project_root, ticket_ids
+from tf_fsm.cli.common import add_ticket_command, print_json, project_root, ticket_ids
 from tf_fsm.cli.exits import OUTCOME_CODES
 
 MERGE_EPILOG = """\
@@ -33,14 +33,9 @@ exit codes:
 
 
 def add_merge_parser(p: argparse.ArgumentParser) -> None:
-    p.epilog = MERGE_EPILOG
-    p.add_argument("ticket")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the outcome as JSON on stdout, as `run --json` does",
+    add_ticket_command(
+        p, MERGE_EPILOG, "print the outcome as JSON on stdout, as `run --json` does", cmd_merge
     )
-    p.set_defaults(func=cmd_merge)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from tf_fsm.cli.common import print_json, project_root, ticket_ids
+from tf_fsm.cli.common import add_ticket_command, print_json, project_root, ticket_ids
 from tf_fsm.cli.exits import EXIT_OK
 
 if TYPE_CHECKING:
@@ -30,14 +30,12 @@ exit codes:
 
 
 def add_reset_parser(p: argparse.ArgumentParser) -> None:
-    p.epilog = RESET_EPILOG
-    p.add_argument("ticket")
-    p.add_argument(
-        "--json",
-        action="store_true",
-        help="print {ticket, backup, retryCountBefore, repaired} as JSON on stdout",
+    add_ticket_command(
+        p,
+        RESET_EPILOG,
+        "print {ticket, backup, retryCountBefore, repaired} as JSON on stdout",
+        cmd_reset,
     )
-    p.set_defaults(func=cmd_reset)
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
