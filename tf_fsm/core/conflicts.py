@@ -69,6 +69,17 @@ def resolutions_tried(events: Iterable[ev.Event]) -> int:
     return tried
 
 
+def unfinished_resolution(events: Sequence[ev.Event]) -> wev.ResolutionStarted | None:
+    """The ticket's last resolution when it started and did not end (a kill cut it short, or
+    it is under way), else None."""
+    started = [e for e in events if isinstance(e, wev.ResolutionStarted)]
+    if not started:
+        return None
+    last = started[-1]
+    ended = any(isinstance(e, wev.ResolutionFinished) and e.number == last.number for e in events)
+    return None if ended else last
+
+
 def resolution_refusal(conflicts: Conflicts, tried: int, budget: str | None) -> str | None:
     """Why no agent resolves the conflict now (a person does), or None: it may. `tried`: the
     resolutions already started (`resolutions_tried`); `budget`: the budget's refusal."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
+from tf_fsm.core.conflicts import unfinished_resolution
 from tf_fsm.engine.accounting import merge_under_way
 from tf_fsm.workspace import checkpoint, conflicts
 from tf_fsm.workspace.git import rebase_in_progress
@@ -80,14 +81,8 @@ def _end_killed_resolution(run: RunContext, ws: Workspace, n: int) -> None:
     its resolver had made (its rebase, in progress or completed) is kept under
     `refs/tf/<id>/resolution-<k>-interrupted` and the rebase aborted; the merge then does the
     same resolution again, under its number (a kill is not a resolution that failed)."""
-    events = run.store.read_events().events
-    started = [e for e in events if isinstance(e, wev.ResolutionStarted)]
-    last = started[-1] if started else None
-    if last is None or any(
-        isinstance(e, wev.ResolutionFinished) and e.number == last.number for e in events
-    ):
-        return
-    if not ws.tree.is_dir():
+    last = unfinished_resolution(run.store.read_events().events)
+    if last is None or not ws.tree.is_dir():
         return
     if not rebase_in_progress(ws.git.git_dir()) and checkpoint.head(ws) == last.oldTip:
         return  # nothing of it is left: its rebase was undone already

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import workspace_events as wev
+from tf_fsm.core.conflicts import unfinished_resolution
 from tf_fsm.engine import resolution
 from tf_fsm.engine.api import MergeRefusal
 from tf_fsm.engine.attempt_gates import baseline_of, record_gate
@@ -30,7 +31,7 @@ from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.agent_files import drop_copies_held_by
 from tf_fsm.workspace.checkpoint import head, reset_to
 from tf_fsm.workspace.rebased import rebased_commits
-from tf_fsm.workspace.tk_files import restore_tk_files, set_aside_tk_changes
+from tf_fsm.workspace.tk_files import set_aside_tk_changes
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
@@ -115,11 +116,11 @@ def _rebase_gate_merge(
             tk_text=closed_text(),
         )  # fmt: skip
     except (WorkspaceError, GitError) as exc:
-        if res is not None and not _finished(run, res):
+        if res is not None and _under_way(run, res):
             resolution.give_up(run, attempt, tree, res, f"git failed: {exc}")
         return _refuse(run, n, MERGE_REFUSED, [], f"merge refused: {exc}")
     except TfFsmError as exc:  # e.g. a prompt template refused: its exit code, rebase undone
-        if res is not None and not _finished(run, res):
+        if res is not None and _under_way(run, res):
             resolution.give_up(run, attempt, tree, res, str(exc))
         raise
     run.event(
@@ -160,8 +161,7 @@ def _unresolved(
     ws, n = tree.ws, attempt.number
     if run.settings.settings.workspace.conflicts.mode != "rerun":
         return _refuse(run, n, MERGE_CONFLICT, rebased.conflict, _conflict(ws, rebased, agent))
-    ref = reset_to(ws, rebased.base, keep_as=f"attempt-{n}")
-    restore_tk_files(ws)  # tk's files as the base has them (its edits were kept already)
+    ref = reset_to(ws, rebased.base, keep_as=f"attempt-{n}", bookkeeping=True)
     again = (
         f"merge conflict: rebasing {ws.branch} onto {ws.base_branch} ({rebased.base[:12]}) "
         f"conflicts in {_shown(rebased.conflict)}. {agent + ' ' if agent else ''}The ticket "
@@ -178,12 +178,10 @@ def _unresolved(
     return dataclasses.replace(refused, rerun=True)
 
 
-def _finished(run: RunContext, res: resolution.Resolution) -> bool:
-    """Was the resolution's end journaled already?"""
-    return any(
-        isinstance(e, wev.ResolutionFinished) and e.number == res.number
-        for e in run.store.read_events().events
-    )
+def _under_way(run: RunContext, res: resolution.Resolution) -> bool:
+    """Is `res` still to be ended (its end not journaled yet)?"""
+    unfinished = unfinished_resolution(run.store.read_events().events)
+    return unfinished is not None and unfinished.number == res.number
 
 
 def _tk_file(run: RunContext) -> str:

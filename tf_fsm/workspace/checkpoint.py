@@ -92,10 +92,11 @@ def set_aside(ws: Workspace, name: str) -> str | None:
     return ref
 
 
-def reset_to(ws: Workspace, sha: str, keep_as: str) -> str | None:
-    """Move the ticket's branch and worktree back to `sha` (a blocked attempt's rollback).
-    Uncommitted changes are kept first under `<keep_as>-uncommitted`, the branch's tip under
-    `keep_as`; the ref keeping the old tip is returned, None when the branch was at `sha`."""
+def reset_to(ws: Workspace, sha: str, keep_as: str, *, bookkeeping: bool = False) -> str | None:
+    """Move the ticket's branch and worktree to `sha` (a blocked attempt's rollback; the undo
+    of a failed resolution; a rerun from the base's tip). Uncommitted changes are kept first
+    under `<keep_as>-uncommitted`, the branch's tip under `keep_as`; the ref keeping the old
+    tip is returned, None when the branch was at `sha`. `bookkeeping`: see `reset_tree`."""
     git = ws.git
     _require_branch(ws, git.git_dir(), f"move it back to {sha[:12]}")
     target = git.rev(sha)
@@ -104,7 +105,7 @@ def reset_to(ws: Workspace, sha: str, keep_as: str) -> str | None:
     tip = head(ws)
     keep_uncommitted(ws, f"{keep_as}-uncommitted")
     kept = save_ref(ws, keep_as, tip) if tip != target else None
-    reset_tree(ws, target)
+    reset_tree(ws, target, bookkeeping=bookkeeping)
     return kept
 
 
@@ -143,16 +144,22 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     return save_ref(ws, name, sha.strip())
 
 
-def reset_tree(ws: Workspace, target: str) -> None:
+def reset_tree(ws: Workspace, target: str, *, bookkeeping: bool = False) -> None:
     """Point HEAD (the ticket's branch) and the index at `target`, restore the tracked files
     and remove untracked files that are not ignored; the bookkeeping and copied paths are
-    left as they are. Ends a merge in progress."""
+    left as they are, unless `bookkeeping`: their tracked files go back as `target` has them
+    too (after the merge queue moved the branch, the worktree's tk files and committed
+    settings are the moved commit's, nobody's edits: tk edits made in the worktree were set
+    aside before the merge began). Ends a merge in progress."""
     git, spec = ws.git, pathspec_excluding(excluded(ws))
-    git.run("reset", "--quiet", target)
-    restored = git.run("restore", "--worktree", "--", *spec, check=False)
-    # a tree with no file outside the excluded paths has nothing to restore: git says so
-    if restored.exit_code != 0 and "did not match any file" not in restored.stderr:
-        raise GitError(restored.argv[1:], git.cwd, restored.exit_code, said(restored))
+    if bookkeeping:
+        git.run("reset", "--quiet", "--hard", target)
+    else:
+        git.run("reset", "--quiet", target)
+        restored = git.run("restore", "--worktree", "--", *spec, check=False)
+        # a tree with no file outside the excluded paths has nothing to restore: git says so
+        if restored.exit_code != 0 and "did not match any file" not in restored.stderr:
+            raise GitError(restored.argv[1:], git.cwd, restored.exit_code, said(restored))
     git.run("clean", "-f", "-d", "--quiet", "--", *spec)
 
 

@@ -22,10 +22,11 @@ from tf_fsm.workspace.checkpoint import (
     head,
     keep_uncommitted,
     on_branch,
+    reset_to,
     save_ref,
     stage,
 )
-from tf_fsm.workspace.git import literal, paths_of, pathspec_excluding, rebase_in_progress, said
+from tf_fsm.workspace.git import literal, paths_of, rebase_in_progress, said, unmerged
 from tf_fsm.workspace.model import Workspace
 
 #: a file larger than this is not read for conflict markers (git's own markers are in text
@@ -120,23 +121,23 @@ def carry_on(ws: Workspace, stop: Stop, onto: str, resolved: list[str]) -> Carri
         return Carried(problem=f"conflict markers are left in {shown}")
     if not rebase_in_progress(own):
         return _ended_by_resolver(ws, own, onto)
-    unmerged = set(paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")))
+    unstaged = set(unmerged(git))
     untouched = [
         f"{c.path} ({c.kind})"
         for c in stop.conflicts
-        if c.path in unmerged and _digest(ws.tree / c.path) == c.left
+        if c.path in unstaged and _digest(ws.tree / c.path) == c.left
     ]
     if untouched:
         return Carried(problem=f"{', '.join(untouched)} left as git left it at the conflict")
     stage(git, excluded(ws), keep_bookkeeping=False)
-    if still := paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")):
+    if still := unmerged(git):
         return Carried(problem=f"{', '.join(still)} still unmerged in git's index")
     result = git.run("rebase", "--continue", env=git.commit_env(), check=False)
     if not rebase_in_progress(own):
         if result.exit_code != 0:
             return Carried(problem=f"git rebase --continue failed: {said(result)}")
         return _ended_by_resolver(ws, own, onto)
-    if paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z")):
+    if unmerged(git):
         return Carried(stop=stop_here(ws, result))
     return Carried(problem=f"git rebase --continue stopped without a conflict: {said(result)}")
 
@@ -183,15 +184,8 @@ def set_aside(ws: Workspace, name: str, old_tip: str) -> str | None:
         return ref
     if not on_branch(git, own, ws.branch):
         git.run("checkout", "--quiet", "--force", ws.branch)
-    tip = head(ws)
-    ref = save_ref(ws, name, tip) if tip != old_tip else None
-    # What the gates left in the tree is kept too; tk's files and tf_fsm's tracked files go
-    # back with the rest (the rebase changed them, nobody's edit did: tk edits made in the
-    # worktree were set aside before the merge began).
-    keep_uncommitted(ws, f"{name}-uncommitted")
-    git.run("reset", "--quiet", "--hard", old_tip)
-    git.run("clean", "-f", "-d", "--quiet", "--", *pathspec_excluding(excluded(ws)))
-    return ref
+    # what the gates left in the tree is kept too, under `<name>-uncommitted`
+    return reset_to(ws, old_tip, keep_as=name, bookkeeping=True)
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,11 @@ def under(path: str, tops: Sequence[str]) -> bool:
 REBASE_STATES = ("rebase-merge", "rebase-apply")
 
 
+def unmerged(git: Git) -> list[str]:
+    """The paths git's index holds unmerged (a conflict of a merge or rebase under way)."""
+    return paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
+
+
 def rebase_in_progress(own: Path) -> bool:
     """Is a rebase in progress in the working tree whose own git directory is `own`?"""
     return any((own / state).is_dir() for state in REBASE_STATES)

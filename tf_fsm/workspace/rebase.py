@@ -31,6 +31,7 @@ from tf_fsm.workspace.git import (
     rebase_in_progress,
     said,
     under,
+    unmerged,
 )
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.model import Workspace
@@ -83,7 +84,7 @@ def rebase_onto_base(ws: Workspace, upstream: str | None = None, *, stop: bool =
     )  # fmt: skip
     if result.exit_code == 0:
         return Rebased(True, [], base, tip, git.out("rev-parse", "HEAD"))
-    conflict = paths_of(git.out("diff", "--name-only", "--diff-filter=U", "-z"))
+    conflict = unmerged(git)
     own = git.git_dir()
     if conflict and stop and rebase_in_progress(own):
         return Rebased(False, conflict, base, tip, tip, stopped=stop_here(ws, result))

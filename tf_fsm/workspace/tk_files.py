@@ -34,11 +34,11 @@ def set_aside_tk_changes(ws: Workspace) -> str | None:
     made = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text, env=git.commit_env())
     sha = made.stdout.strip()
     ref = save_ref(ws, "tickets-in-worktree", sha)
-    restore_tk_files(ws)
+    _restore_tk_files(ws)
     return ref
 
 
-def restore_tk_files(ws: Workspace) -> None:
+def _restore_tk_files(ws: Workspace) -> None:
     """The worktree's `.tickets/` back as its branch has it (after the branch moved, or once its
     changes were kept): nothing there is the state of record."""
     git, spec = ws.git, ["--", *literal([TK_DIR])]

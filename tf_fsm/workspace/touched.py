@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tf_fsm.errors import WorkspaceError
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.workspace.git import Git, paths_of
+from tf_fsm.workspace.worktree import base_branch
 
 
 class BranchFiles:
@@ -19,14 +21,15 @@ class BranchFiles:
 
     def __init__(self, root: Path, settings: LoadedSettings) -> None:
         self.git = Git(root)
+        self.settings = settings
         self.prefix = settings.settings.workspace.branchPrefix
-        self.configured = settings.settings.workspace.baseBranch
         self._tips: dict[str, str] = {}  # ticket -> its branch's tip
         self._base = ""
         self._files: dict[tuple[str, str], frozenset[str]] = {}
 
     def refresh(self) -> None:
-        """Read the branches' tips and the base branch's again (two git processes)."""
+        """Read the branches' tips and the base branch's again (`base_branch`, as a workspace
+        names it: `workspace.baseBranch`, else the branch checked out at the root)."""
         ref = f"refs/heads/{self.prefix}"
         out = self.git.out("for-each-ref", "--format=%(objectname) %(refname)", ref)
         tips = {}
@@ -34,8 +37,12 @@ class BranchFiles:
             sha, _, name = line.partition(" ")
             tips[name.removeprefix(ref)] = sha
         self._tips = tips
-        base = self.configured or self.git.head_branch() or "HEAD"
-        self._base = self.git.rev(f"refs/heads/{base}") or ""
+        try:
+            base = base_branch(self.git.cwd, self.settings)
+        except WorkspaceError:  # none to compare with: no branch is known to change anything
+            self._base = ""
+        else:
+            self._base = self.git.rev(f"refs/heads/{base}") or ""
 
     def of(self, ticket_id: str) -> frozenset[str]:
         """The files `ticket_id`'s branch changes since it left the base branch (none without
