@@ -25,7 +25,7 @@ from tf_fsm.loop.ralph import Loop
 from tf_fsm.loop.records import LoopOptions, Plan, Skip
 from tf_fsm.loop.view import Reporter
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 from tf_fsm.tk import tickets
 
 TICKET = tk_ticket("pt-1", title="Add a depth limit", body="Body.")

@@ -13,7 +13,8 @@ from tf_fsm.core.journal import InvocationFinished
 from tf_fsm.core.state import RetryState
 from tf_fsm.engine.orchestrator import Outcome, RunOptions, run_ticket
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import TicketStore, open_store
+from tf_fsm.storage.backends import open_store
+from tf_fsm.storage.store import TicketStore
 from tf_fsm.tk.tickets import read
 from tf_fsm.views.status import ticket_status
 

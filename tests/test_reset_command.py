@@ -18,7 +18,8 @@ from tests.test_views_rebuild import cut_before_durable_point
 from tf_fsm.core.journal import Event, RetryStateReset, ViewsChecked
 from tf_fsm.engine.reset import reset_retries
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import TicketStore, open_store
+from tf_fsm.storage.backends import open_store
+from tf_fsm.storage.store import TicketStore
 
 BACKUP_NAME = r"retry-state\.json\.bak\.\d{8}T\d{6}Z(\.\d+)?"
 

@@ -25,7 +25,8 @@ from tf_fsm.core.signature import failure_signature, finding_key, normalize
 from tf_fsm.core.state import RetryState
 from tf_fsm.engine.orchestrator import RunOptions, run_ticket
 from tf_fsm.settings.load import load_settings, settings_from_dict
-from tf_fsm.storage.store import TicketStore, open_store
+from tf_fsm.storage.backends import open_store
+from tf_fsm.storage.store import TicketStore
 from tf_fsm.views.status import ticket_status
 
 FAIL_ON = ["Critical", "Major"]

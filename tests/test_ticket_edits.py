@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tests.conftest import run_cli
 from tf_fsm.engine.orchestrator import RunOptions, run_ticket
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 from tf_fsm.tk.tickets import parse, read, rewrite, scan, with_field, with_note
 
 NOW = datetime(2026, 2, 10, 12, 34, 56, tzinfo=UTC)

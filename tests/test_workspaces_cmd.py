@@ -32,7 +32,7 @@ HOLD_LOCK = """
 import sys
 from pathlib import Path
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 root = Path(sys.argv[1])
 with open_store(root, load_settings(root), sys.argv[2]).lock(note="a test's run"):
     print("held", flush=True)

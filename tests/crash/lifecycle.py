@@ -21,8 +21,9 @@ from tf_fsm.core.journal_codec import decode
 from tf_fsm.engine.orchestrator import Outcome, RunOptions, run_ticket
 from tf_fsm.executors.base import Invocation, InvocationResult
 from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.lock import lock_holder
-from tf_fsm.storage.store import TicketStore, open_store
+from tf_fsm.storage.store import TicketStore
 from tf_fsm.tk import tickets
 
 TICKET_ID = "pt-1"

@@ -72,7 +72,8 @@ def run_demo(where: Path | None = None) -> tuple[Outcome, Path]:
 
 def _summarize(root: Path, outcome: Outcome) -> None:
     from tf_fsm.settings.load import load_settings
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
+    from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, RETRY_STATE
 
     store = open_store(root, load_settings(root), DEMO_TICKET)
     state = store.load_retry_state()
@@ -86,13 +87,13 @@ def _summarize(root: Path, outcome: Outcome) -> None:
             f"escalated: {', '.join(escalated) or 'none':<8} post-fix findings: {blocking}"
         )
     print(f"\nresult: {outcome.status.upper()} - {outcome.reason}")
-    print(f"artifacts: {store.dir}")
+    print(f"artifacts: {store.files.dir}")
     for name in (
-        "retry-state.json",
-        "chain-context.json",
+        RETRY_STATE,
+        CHAIN_CONTEXT,
         "review.md",
         "post-fix-verification.md",
         "close-summary.md",
-        "events.jsonl",
+        JOURNAL,
     ):
         print(f"  {name}")

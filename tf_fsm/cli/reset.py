@@ -55,7 +55,7 @@ def reset_json(done: ResetResult) -> dict[str, Any]:
     """`reset --json`: `backup` is the backup's path (null when nothing was moved)."""
     return {
         "ticket": done.ticket_id,
-        "backup": str(done.backup) if done.backup is not None else None,
+        "backup": done.backup_at,
         "retryCountBefore": done.retry_count_before,
         "repaired": done.repaired,
     }
@@ -71,6 +71,6 @@ def reset_lines(done: ResetResult) -> list[str]:
     before = str(count) if count is not None else "unknown: the file was corrupt"
     return [
         *lines,
-        f"{done.ticket_id}: retries reset: retry-state.json moved aside to {done.backup.name} "
+        f"{done.ticket_id}: retries reset: retry-state.json moved aside to {done.backup} "
         f"(blocked attempts were {before}); the next run starts at attempt 1",
     ]

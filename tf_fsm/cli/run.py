@@ -137,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
     from tf_fsm.settings.load import load_settings
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
     from tf_fsm.views.status import next_step
 
     root = project_root(args)

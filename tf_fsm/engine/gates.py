@@ -95,7 +95,7 @@ def gate_env(ticket_id: str, attempt: int) -> dict[str, str]:
 def current_attempt(root: Path, settings: LoadedSettings, ticket_id: str) -> int:
     """The number of the ticket's latest attempt in its retry-state.json, 0 when it has none:
     TF_ATTEMPT for `gate --run`, outside any lifecycle."""
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
 
     state = open_store(root, settings, ticket_id).load_retry_state()
     current = state.current if state else None

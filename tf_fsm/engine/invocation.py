@@ -17,6 +17,7 @@ from tf_fsm.core.artifacts import REVIEW_PHASES
 from tf_fsm.core.detection import uncountable_review
 from tf_fsm.executors import Invocation, InvocationResult, OutputMark
 from tf_fsm.executors.failures import CRASH, NO_OUTPUT, TRANSIENT, UNCOUNTABLE, backoff_delay
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
@@ -70,9 +71,9 @@ def prepared(
     store, n = run.store, attempt.number
     chosen = attempt.resolution.roles[role]
     prompt = store.redactor(prompt)
-    prompt_file = store.write_artifact(
-        f"prompts/attempt-{n}/{label}.md", prompt, only_if_changed=True
-    )
+    prompt_name = f"prompts/attempt-{n}/{label}.md"
+    store.write_artifact(prompt_name, prompt, only_if_changed=True)
+    files = store.files  # where the agent's process finds the ticket's artifacts
     seen = run.tree.agent_path  # where the agent, in its tree, finds the ticket's files
     return Invocation(
         ticket_id=run.ticket_id,
@@ -82,21 +83,21 @@ def prepared(
         thinking=chosen.thinking,
         attempt=n,
         root=run.root,
-        artifact_dir=seen(store.dir),
-        output=seen(store.dir / artifact),
+        artifact_dir=seen(files.dir),
+        output=seen(files.path(artifact)),
         prompt=prompt,
-        prompt_file=seen(prompt_file),
-        chain_context=seen(store.chain_context_path),
-        log_file=store.dir / f"logs/attempt-{n}/{label}.log",
-        live_log=store.dir / f"logs/attempt-{n}/{label}.live.log",
-        live_log_within=store.dir,
+        prompt_file=seen(files.path(prompt_name)),
+        chain_context=seen(files.path(CHAIN_CONTEXT)),
+        log_file=files.path(f"logs/attempt-{n}/{label}.log"),
+        live_log=files.path(f"logs/attempt-{n}/{label}.live.log"),
+        live_log_within=files.dir,
         timeout=run.settings.settings.executor.timeoutSeconds,
         cwd=run.tree.path,
     )
 
 
 def _log_name(run: RunContext, invocation: Invocation) -> str:
-    return invocation.log_file.relative_to(run.store.dir).as_posix()
+    return invocation.log_file.relative_to(run.store.files.dir).as_posix()
 
 
 def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bool) -> _Try:
@@ -114,7 +115,8 @@ def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bo
     log_name = _log_name(run, inv)
     if restart:
         log_name = log_name.replace(".log", f".try-{restarts + 1}.log")
-    log_path = run.store.write_artifact(log_name, result.log)  # for people
+    run.store.write_artifact(log_name, result.log)  # for people
+    log_path = run.store.files.path(log_name)
     run.observer.phase_finished(run.ticket_id, inv.attempt, inv.phase, inv.role, failure is None)
     run.event(
         ev.InvocationFinished, inv.attempt, flush=False, phase=inv.phase, role=inv.role,
@@ -146,7 +148,7 @@ def _judge(
         failure = f"the agent exited 0 but did not write its output {inv.output.name}"
         failure_class = NO_OUTPUT
     # read once, after the written check (a redaction rewrite would look like a write)
-    written = run.store.redact_agent_file(run.store.dir / inv.output.name)  # holds no secret
+    written = run.store.files.take(inv.output.name)  # holds no secret
     if failure is None and inv.phase in REVIEW_PHASES:
         failure = uncountable_review(written[1] if written else "", inv.output.name)
         failure_class = UNCOUNTABLE if failure else None

@@ -24,9 +24,10 @@ from tf_fsm.errors import InvalidArtifactNameError, WorkspaceError
 from tf_fsm.fs.atomic import atomic_write_bytes, make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.storage.artifact_names import artifact_segments
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 
 #: files of the store an agent never gets and never gives back: tf_fsm's own records
-_NOT_COPIED = frozenset({"chain-context.json"})  # written to both sides by tf_fsm
+_NOT_COPIED = frozenset({CHAIN_CONTEXT})  # written to both sides by tf_fsm
 
 
 def _shared_names(directory: Path) -> dict[str, Path]:

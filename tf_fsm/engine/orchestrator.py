@@ -45,10 +45,12 @@ from tf_fsm.engine.tree import SharedTree
 from tf_fsm.engine.worktree import hold_merge, left_tree, merge_facts, open_tree
 from tf_fsm.errors import UsageError
 from tf_fsm.executors import Executor, make_executor
+from tf_fsm.fs.atomic import sync_filesystems
 from tf_fsm.fs.confine import check_within
 from tf_fsm.process.strays import describe, end_finished
 from tf_fsm.settings.load import LoadedSettings, load_settings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 from tf_fsm.tk import tickets
 
 #: a rerun's outcome after it removed the workspace a run killed after its merge left
@@ -119,12 +121,12 @@ class TicketRun:
         self.executor.check()
         # Where the run writes, checked before it writes anything (tf_fsm.fs.confine).
         check_within(self.ticket.path, self.root)
-        self.store.check_paths()
+        self.store.files.check_paths()
         # The batch ends (everything written made durable, the tk file's directory too) before
         # the lock is released, also on Ctrl-C mid-phase. What the agents left running ends
         # with the run.
         try:
-            with self.store.lock(loop=self.options.loop), self.store.batch(self.ticket.path.parent):
+            with self.store.lock(loop=self.options.loop), self.store.batch(self._sync_tk_dir):
                 outcome = self._locked_run()
                 self.tree.after_outcome(self, outcome.status)
                 return outcome
@@ -133,6 +135,11 @@ class TicketRun:
                 left = f"ended what the agents left running: {describe(ended)}"
                 self.observer.note(self.ticket_id, left)
 
+    def _sync_tk_dir(self) -> None:
+        """At each durable point of the run's batch: the tk file's directory with the store's
+        records (one syncfs when they share a file system)."""
+        sync_filesystems([self.ticket.path.parent])
+
     def _locked_run(self) -> Outcome:
         # The views a crash left rebuilt, then --retry-reset: as `tf-fsm reset` does them.
         reset_at = self.now() if self.options.retry_reset else None
@@ -140,7 +147,7 @@ class TicketRun:
         if done.repaired:
             self.observer.note(self.ticket_id, rebuilt(done))
         if done.backup is not None:
-            self.observer.note(self.ticket_id, f"retry state moved aside to {done.backup.name}")
+            self.observer.note(self.ticket_id, f"retry state moved aside to {done.backup}")
         # Read again under the lock: another runner may have closed it meanwhile.
         self.ticket = tickets.read(self.root, self.ticket_id)
         return self._drive(self.store.load_retry_state(), events)
@@ -223,7 +230,7 @@ class TicketRun:
             retryCount=state.retryCount,
             maxRetries=self.settings.max_retries,
         )
-        summary = shown_path(self, self.store.dir / "close-summary.md")
+        summary = shown_path(self, self.store.files.path("close-summary.md"))
         note = (
             f"tf-fsm: blocked after {state.retryCount} attempts (max retries "
             f"{self.settings.max_retries}); see {summary}"
@@ -343,8 +350,9 @@ class TicketRun:
         )
 
     def write_chain_context(self, attempt: AttemptContext) -> None:
-        data = context.to_json(attempt, self.ticket_id, self.options.flags(), self.store.dir)
-        self.store.save_view(self.store.chain_context_path.name, data)
+        artifacts = self.store.files.dir
+        data = context.to_json(attempt, self.ticket_id, self.options.flags(), artifacts)
+        self.store.save_view(CHAIN_CONTEXT, data)
 
     def _resume(
         self, state: RetryState, events: list[ev.Event], point: ResumePoint
@@ -395,8 +403,9 @@ class TicketRun:
         facts = AttemptFacts(self.ticket_id, attempt=number, runs=runs)
         facts.merges, facts.held = merge_facts(self, number)
         fresh = AttemptContext(number, trigger, resolution, plan, facts)
-        saved = context.load_saved(self.store.chain_context_path)
-        return context.restore(saved, fresh, self.store.chain_context_path, self.store.redactor)
+        path = self.store.files.path(CHAIN_CONTEXT)
+        saved = context.load_saved(path)
+        return context.restore(saved, fresh, path, self.store.redactor)
 
 
 def run_ticket(

@@ -3,7 +3,6 @@ tf_fsm writes itself. Which phases an attempt runs is `escalation.phase_plan` (p
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,13 +32,19 @@ from tf_fsm.engine.invocation import invoke, prepared
 from tf_fsm.engine.prompts import template_for
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.fs.atomic import json_text
+from tf_fsm.storage.layout import CHAIN_CONTEXT
+from tf_fsm.storage.protocol import Store
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _sha256(store: Store, artifact: str) -> str:
+    """The sha256 of an artifact the phase must have left (a missing one is a bug here)."""
+    seen = store.seen(artifact)
+    if seen is None:
+        raise FileNotFoundError(f"{artifact} of {store.ticket_id} is missing")
+    return seen.sha256
 
 
 class PhaseRunner:
@@ -71,7 +76,7 @@ class PhaseRunner:
         try:
             data = load_json(raw) if raw else {}
         except ValueError as exc:  # it says it holds a verdict, but the verdict cannot be read
-            path = self.store.dir / "post-fix-verification.json"
+            path = self.store.files.path("post-fix-verification.json")
             raise CorruptStateError(path, f"not valid JSON: {exc}") from None
         if "verification_passed" not in data:
             return  # the resume already moved back to verify (TicketRun._resume)
@@ -92,7 +97,7 @@ class PhaseRunner:
             artifact = PHASE_ARTIFACT[phase]
             # none of them was fsynced: a resume after a crash checks every one
             files = {**self.store.take_written(), **self._outputs(phase)}
-            sha = files.get(artifact) or _sha256((self.store.dir / artifact).read_bytes())
+            sha = files.get(artifact) or _sha256(self.store, artifact)
             self.run_.event(
                 ev.PhaseCompleted,
                 self.attempt.number,
@@ -155,9 +160,9 @@ class PhaseRunner:
             phase,
             self.attempt.resolution.roles[role],
             ticket=ticket_view(run.ticket),
-            artifact_dir=run.tree.agent_path(self.store.dir),
+            artifact_dir=run.tree.agent_path(self.store.files.dir),
             output=run.tree.agent_path(output),
-            chain_context=run.tree.agent_path(self.store.chain_context_path),
+            chain_context=run.tree.agent_path(self.store.files.path(CHAIN_CONTEXT)),
             flags=run.options.flags(),
             fail_on=self.fail_on,
             gate_feedback=gate_feedback,
@@ -168,7 +173,7 @@ class PhaseRunner:
         return invocations(self.attempt.facts.runs, self.wf.enableReviewers, self.wf.enableCloser)
 
     def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
-        context = self._context(phase, role, self.store.dir / artifact, gate_feedback)
+        context = self._context(phase, role, self.store.files.path(artifact), gate_feedback)
         return self.run_.prompts.render(template_for(phase, role), context)
 
     def check_templates(self) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tf_fsm.core.journal import Event, RetryStateReset
+from tf_fsm.errors import CorruptStateError
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 from tf_fsm.tk import tickets
 
 if TYPE_CHECKING:
@@ -34,9 +35,11 @@ class ResetResult:
     the views rebuilt from the journal first."""
 
     ticket_id: str
-    backup: Path | None
+    backup: str | None  # the backup's name
     retry_count_before: int | None
     repaired: list[str]
+    #: where the backup is, for people and `reset --json`: its path when the store keeps files
+    backup_at: str | None = None
 
 
 def repair_and_reset(store: Store, reset_at: datetime | None) -> tuple[ResetResult, list[Event]]:
@@ -51,7 +54,8 @@ def repair_and_reset(store: Store, reset_at: datetime | None) -> tuple[ResetResu
     repaired = store.repair_views(events)
     backup = store.reset_retry_state(reset_at) if reset_at is not None else None
     events = store.read_events().events  # with what the repair and the reset journaled
-    result = ResetResult(store.ticket_id, backup, _count_before(events, backup), repaired)
+    at = None if backup is None else _where(store, backup)
+    result = ResetResult(store.ticket_id, backup, _count_before(events, backup), repaired, at)
     return result, events
 
 
@@ -60,12 +64,12 @@ def rebuilt(result: ResetResult) -> str:
     return f"rebuilt from the journal: {', '.join(result.repaired)}"
 
 
-def _count_before(events: list[Event], backup: Path | None) -> int | None:
+def _count_before(events: list[Event], backup: str | None) -> int | None:
     """The blocked attempts the reset recorded, as journaled (a corrupt file has none)."""
     if backup is None:
         return None
     reset = next(
-        (e for e in reversed(events) if isinstance(e, RetryStateReset) and e.backup == backup.name),
+        (e for e in reversed(events) if isinstance(e, RetryStateReset) and e.backup == backup),
         None,
     )
     return reset.retryCountBefore if reset is not None else None
@@ -79,9 +83,33 @@ def reset_retries(root: Path, ticket_id: str, *, now: datetime | None = None) ->
     settings = load_settings(root)
     store = open_store(root, settings, ticket_id)  # validates the id
     tickets.read(root, ticket_id)  # a reset of a ticket that does not exist is a mistake
-    if not store.dir.is_dir():
+    if not has_records(store):
         return ResetResult(store.ticket_id, None, None, [])
-    store.check_paths()  # where the reset writes, checked before it writes anything
+    store.files.check_paths()  # where the reset writes, checked before it writes anything
     with store.lock(note=LOCK_NOTE), store.batch():
         result, _ = repair_and_reset(store, now or datetime.now(UTC))
     return result
+
+
+def has_records(store: Store) -> bool:
+    """Does the store keep anything of the ticket (a journal, a retry state) or is its lock
+    held? A command that makes nothing for a ticket never run asks first."""
+    return (
+        store.journal_size() is not None
+        or has_retry_state(store)
+        or store.lock_holder() is not None
+    )
+
+
+def has_retry_state(store: Store) -> bool:
+    """Does the ticket have a retry state, valid or not (a corrupt one is moved aside too)?"""
+    try:
+        return store.load_retry_state() is not None
+    except CorruptStateError:
+        return True
+
+
+def _where(store: Store, backup: str) -> str:
+    if store.capabilities.pi_ticketflow_files:
+        return str(store.files.dir / backup)
+    return f"{backup} (in this process's memory store)"

@@ -37,6 +37,7 @@ from tf_fsm.engine.prompts import (
     fence_untrusted,
     inline,
 )
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 from tf_fsm.workspace import conflicts
 from tf_fsm.workspace.rebase import Rebased
 
@@ -215,8 +216,9 @@ def _context(
     store = run.store
     return prompt_context(
         attempt, phase, attempt.resolution.roles[role], ticket=ticket_view(run.ticket),
-        artifact_dir=tree.agent_path(store.dir), output=tree.agent_path(store.dir / artifact),
-        chain_context=tree.agent_path(store.chain_context_path), flags=run.options.flags(),
+        artifact_dir=tree.agent_path(store.files.dir),
+        output=tree.agent_path(store.files.path(artifact)),
+        chain_context=tree.agent_path(store.files.path(CHAIN_CONTEXT)), flags=run.options.flags(),
         fail_on=list(run.settings.workflow.failOn),
     )  # fmt: skip
 
@@ -227,11 +229,12 @@ def _review_context(
 ) -> dict[str, Any]:  # fmt: skip
     context = _context(run, attempt, tree, RESOLUTION_REVIEW_PHASE, role, name)
     resolver = run.settings.settings.workspace.conflicts.role
+    notes = run.store.files.path(agent_artifact(RESOLVE_PHASE, resolver))
     context["resolution"] = {
         "base_branch": tree.ws.base_branch, "onto": res.onto[:12],
         "files": [{"path": p, "kind": k} for p, k in res.files.items()],
         "diff": fence_untrusted(diff, run.store.redactor, "resolution_diff", DIFF_CAP),
-        "notes": str(tree.agent_path(run.store.dir / agent_artifact(RESOLVE_PHASE, resolver))),
+        "notes": str(tree.agent_path(notes)),
     }  # fmt: skip
     return context
 

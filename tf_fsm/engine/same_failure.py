@@ -85,7 +85,7 @@ def stop(run: RunContext, state: RetryState) -> str:
     """The run ends on a same-failure stop: a tk note for a person, and the reason."""
     mode = run.settings.workflow.escalation.sameFailure
     what = HUMAN_NOTE if mode == "skip-tier" else "needs a human: the same failure twice in a row"
-    summary = shown_path(run, run.store.dir / "close-summary.md")
+    summary = shown_path(run, run.store.files.path("close-summary.md"))
     note = f"tf-fsm: {what}: {same_failure_pair(state)}; see {summary}"
     run.edit_ticket(lambda text: tickets.with_note(text, note, run.now()))
     return stop_reason(state, run.ticket_id)

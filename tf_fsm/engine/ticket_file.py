@@ -28,7 +28,7 @@ def closed_text(run: RunContext, number: int, started: str, reason: str) -> str:
     """The tk file as attempt `number` closes it. The note names the attempt, so a ticket a
     person reopened later is told apart from one whose close never reached the file."""
     note = f"{close_note(number, started)}: quality gate passed; {reason}"
-    note += f". Artifacts: {shown_path(run, run.store.dir)}"
+    note += f". Artifacts: {shown_path(run, run.store.files.dir)}"
     # bytes, not read_text: its universal newlines would rewrite every CRLF and lone CR
     text = run.ticket.path.read_bytes().decode("utf-8")
     return tickets.with_note(tickets.with_field(text, "status", "closed"), note, run.now())

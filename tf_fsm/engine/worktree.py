@@ -23,6 +23,7 @@ from tf_fsm.engine.branch_state import fork_point, rebase_in, recover_merge, res
 from tf_fsm.errors import UsageError, WorkspaceError
 from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 from tf_fsm.workspace import checkpoint, worktree
 from tf_fsm.workspace import merge as queue
 from tf_fsm.workspace.model import (
@@ -76,7 +77,7 @@ class TicketWorktree:
         self._rebuild_if_gone(
             run, inv.attempt, f"{inv.phase} ({inv.role}) of attempt {inv.attempt}"
         )
-        extra = [self.store_dir / "chain-context.json", self._in_store(invocation.prompt_file)]
+        extra = [self.store_dir / CHAIN_CONTEXT, self._in_store(invocation.prompt_file)]
         mirror.fill(self.store_dir, self.mirror, [p for p in extra if p.is_file()], self.path)
 
     def after_invocation(self, run: RunContext, invocation: Invocation) -> None:
@@ -84,7 +85,7 @@ class TicketWorktree:
         self._require_whole(run, inv.attempt, inv.phase, f"{inv.role} ran in {inv.phase}")
         taken = mirror.collect(self.mirror, self.store_dir, invocation.output.name)
         for name in taken:
-            run.store.redact_agent_file(self.store_dir / name)
+            run.store.files.take(name)
         if taken:  # the redacted copies back: no secret stays on either side
             mirror.fill(self.store_dir, self.mirror, [self.store_dir / n for n in taken], self.path)
 
@@ -281,7 +282,7 @@ def left_tree(run: RunContext) -> TicketWorktree:
         run.ticket_id, run.root, worktree_path(run.root, run.settings, run.ticket_id),
         branch_name(run.settings, run.ticket_id), "",
     )  # fmt: skip
-    return TicketWorktree(ws, run.settings, run.store.dir, ws.root_git.common_dir())
+    return TicketWorktree(ws, run.settings, run.store.files.dir, ws.root_git.common_dir())
 
 
 def attempt_start(run: RunContext, number: int) -> str | None:
@@ -331,7 +332,7 @@ def open_tree(run: RunContext) -> tuple[TicketWorktree | None, str | None]:
     found, base = worktree.base_of(run.root, run.settings, run.ticket_id)
     ws = ready_workspace(run, base, made=found is None)
     common = ws.root_git.common_dir()
-    return TicketWorktree(ws, run.settings, run.store.dir, common), chosen.note
+    return TicketWorktree(ws, run.settings, run.store.files.dir, common), chosen.note
 
 
 def ready_workspace(

@@ -14,6 +14,7 @@ import errno
 import functools
 import itertools
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -259,8 +260,32 @@ def _syncfs() -> Any:
         return None
 
 
+_gathering = threading.local()  # the paths `one_sync` blocks of this thread gather
+
+
+@contextmanager
+def one_sync() -> Iterator[None]:
+    """Within the block, `sync_filesystems` only gathers its paths; when the block ends
+    without an error, each file system among them is synced once. A durable point that
+    covers a store's records and the caller's own files (the tk file) costs one syncfs
+    when they share a file system, whoever asks for which."""
+    outer = getattr(_gathering, "paths", None)
+    gathered: list[Path] = []
+    _gathering.paths = gathered
+    try:
+        yield
+    finally:
+        _gathering.paths = outer
+    sync_filesystems(gathered)
+
+
 def sync_filesystems(paths: list[Path]) -> None:
-    """`sync_filesystem` once for each file system among `paths` (those that exist)."""
+    """`sync_filesystem` once for each file system among `paths` (those that exist), or, in a
+    `one_sync` block, at the block's end."""
+    gathering: list[Path] | None = getattr(_gathering, "paths", None)
+    if gathering is not None:
+        gathering.extend(paths)
+        return
     chosen: dict[int, Path] = {}
     for path in paths:
         with suppress(FileNotFoundError):

@@ -40,9 +40,8 @@ class KeptApart:
 
     def _conflicted(self, ticket_id: str) -> frozenset[str]:
         store = self.store(ticket_id)
-        try:
-            size = store.journal_path.stat().st_size
-        except OSError:
+        size = store.journal_size()
+        if size is None:
             return frozenset()
         cached = self._conflicts.get(ticket_id)
         if cached is None or cached[0] != size:

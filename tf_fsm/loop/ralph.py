@@ -35,21 +35,18 @@ from tf_fsm.loop.worker import (
     LOCKED,
     Entry,
     WorkerProcess,
-    lock_holder,
     locked_reason,
     log_tail,
     open_attempt,
     outcome_file,
-    read_state_json,
-    running_phase,
     stop_server,
     sweep_outcome_files,
     wait_for_orphaned_workers,
     worker_outcome,
 )
 from tf_fsm.process.strays import end_orphans, process_mark
-from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.store import ticket_stores
+from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.storage.backends import ticket_stores
 from tf_fsm.tk import selection, tickets
 
 RALPH_DIR = Path(".tf/ralph")
@@ -79,7 +76,6 @@ class Loop:
     ) -> None:
         self.root, self.settings, self.options, self.reporter = root, settings, options, reporter
         self.worker = worker  # what runs a ticket in a worker (the CLI's `tf-fsm run`)
-        self.knowledge = knowledge_dir(root, settings)
         self.store = ticket_stores(root, settings)
         self.ralph = settings.settings.ralph
         self.now = now
@@ -130,7 +126,7 @@ class Loop:
         try:
             store = self.store(rec.id)
             ticket = tickets.read(self.root, rec.id)
-            state = store.load_retry_state() if store.retry_state_path.exists() else None
+            state = store.load_retry_state()
             step = next_step(loop_facts(self.settings, store, ticket, state))
         except InvalidTicketIdError as exc:
             return Skip(str(exc))
@@ -152,7 +148,7 @@ class Loop:
                 )
             if rec.id in self.resumed:
                 return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
-        if holder := lock_holder(store):
+        if holder := store.lock_holder():
             return Skip(locked_reason(store, holder))
         number = step.attempt or 1
         # no new attempt when it only finishes what it began: that is its trigger
@@ -236,7 +232,6 @@ class Loop:
         for ticket in self.unfinished:
             self.reporter.note(f"{ticket}: merged by a run that was killed before recording it")
         wait_for_orphaned_workers(
-            self.knowledge,
             self.store,
             self.reporter.note,
             self.options.poll_seconds,
@@ -341,11 +336,11 @@ class Loop:
 
     def _look_at_phases(self) -> None:
         for ticket, worker in self.running.items():
-            directory = self.knowledge / "tickets" / ticket
-            last = open_attempt(read_state_json(directory / "retry-state.json"))
+            store = self.store(ticket)
+            last = open_attempt(store.peek_retry_state())
             if last is None:
                 continue  # not started yet: the last attempt is still the previous one
-            phase = running_phase(directory / "events.jsonl", last.get("attemptNumber", 0))
+            phase = store.running_phase(last.get("attemptNumber", 0))
             if phase is not None and phase != worker.phase:
                 worker.phase = phase
                 self.reporter.phase(ticket, worker.plan.attempt, phase, self.now() - worker.started)
@@ -357,7 +352,7 @@ class Loop:
         if outcome == "failed":
             reason = log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
-        state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
+        state = self.store(plan.ticket).peek_retry_state()
         result = RunResult.build(
             plan.ticket, plan.title, outcome, reason, code, plan.attempt, state
         )

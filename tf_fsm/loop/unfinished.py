@@ -22,7 +22,7 @@ from tf_fsm.core.state import RetryState
 from tf_fsm.engine.accounting import unpriced_refusal
 from tf_fsm.errors import InvalidTicketIdError, TfFsmError
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.protocol import Store
 from tf_fsm.tk import tickets
 from tf_fsm.views.status import readable_journal
 from tf_fsm.workspace.git import Git, repository_root
@@ -33,7 +33,7 @@ FINISHING = frozenset({"resume", "close_tk", "remove_workspace"})
 
 
 def loop_facts(
-    settings: LoadedSettings, store: TicketStore, ticket: tickets.Ticket, state: RetryState | None
+    settings: LoadedSettings, store: Store, ticket: tickets.Ticket, state: RetryState | None
 ) -> Facts:
     """What the decision of what runs next looks at, as the loop's worker (`run --ralph`)
     meets it; the journal read once, and only if the decision needs it."""
@@ -47,7 +47,7 @@ def loop_facts(
 
 
 def unfinished_merges(
-    root: Path, settings: LoadedSettings, stores: Callable[[str], TicketStore]
+    root: Path, settings: LoadedSettings, stores: Callable[[str], Store]
 ) -> list[str]:
     """The tickets with a workspace, or what is left of one, that tk calls closed and for
     which `run` has something to finish (an open attempt, a workspace a merge left), by id."""

@@ -254,7 +254,7 @@ def planned_trees(
     read once for all of them."""
     from tf_fsm.engine.worktree import shared_attempt
     from tf_fsm.errors import WorkspaceError
-    from tf_fsm.storage.store import ticket_stores
+    from tf_fsm.storage.backends import ticket_stores
     from tf_fsm.views.plan import tree_for
     from tf_fsm.workspace import mode
 

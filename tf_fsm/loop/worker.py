@@ -1,6 +1,5 @@
 """The worker side of the backlog loop (`tf-fsm run ID --ralph`), the workers' outcome files,
-and the loop's cheap probes of one ticket's files (lock, retry-state) that never build a
-ticket model."""
+and what the loop makes of a ticket's lock (its holder, a worker of a loop that died)."""
 
 from __future__ import annotations
 
@@ -19,15 +18,8 @@ from typing import Any
 from tf_fsm._json_input import load_json
 from tf_fsm.errors import EXIT_INTERRUPTED, EXIT_LOCKED, InvalidTicketIdError
 from tf_fsm.process.strays import mark_alive
-from tf_fsm.storage import lock as _ticket_lock
-from tf_fsm.storage.store import TicketStore
-
-
-def lock_holder(store: TicketStore) -> int:
-    """0 when nobody holds the ticket's lock, else the holder's pid (-1 if unknown). Only a
-    probe: the worker takes the lock for real and may still be refused (exit 75)."""
-    return _ticket_lock.lock_holder(store.dir)
-
+from tf_fsm.storage.backends import Stores
+from tf_fsm.storage.protocol import Store
 
 LOCKED = "locked by another process"
 #: how long a new loop waits for the workers of a killed loop to stop (they stop by themselves)
@@ -52,7 +44,7 @@ def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str
     return "failed", ""
 
 
-def locked_reason(store: TicketStore, holder: int) -> str:
+def locked_reason(store: Store, holder: int) -> str:
     """Why a locked ticket is skipped, saying so plainly when the holder is a worker whose
     loop is no longer running (it is stopping by itself)."""
     who = f"pid {holder}" if holder > 0 else "pid unknown"
@@ -65,30 +57,29 @@ def locked_reason(store: TicketStore, holder: int) -> str:
     )
 
 
-def orphaned_workers(knowledge: Path, stores: Callable[[str], TicketStore]) -> list[str]:
+def orphaned_workers(stores: Stores) -> list[str]:
     """`<ticket> (pid N)` for each ticket still locked by a worker of a loop that died."""
     found = []
-    for owner in sorted(knowledge.glob("tickets/*/.lock.owner")):
+    for ticket_id in stores.ticket_ids():
         try:
-            store = stores(owner.parent.name)
+            store = stores(ticket_id)
         except InvalidTicketIdError:
             continue
-        holder = lock_holder(store)
+        holder = store.lock_holder()
         if holder and orphaned_loop(store) is not None:
             found.append(f"{store.ticket_id} (pid {holder})")
     return found
 
 
 def wait_for_orphaned_workers(
-    knowledge: Path,
-    stores: Callable[[str], TicketStore],
+    stores: Stores,
     note: Callable[[str], None],
     poll: float,
     stopping: Callable[[], object],
 ) -> None:
     """At a loop's start: give workers of a killed loop, which are stopping by themselves,
     up to ORPHAN_WAIT_SECONDS to release their tickets, saying so."""
-    waiting = orphaned_workers(knowledge, stores)
+    waiting = orphaned_workers(stores)
     if not waiting:
         return
     note(
@@ -98,14 +89,14 @@ def wait_for_orphaned_workers(
     deadline = time.monotonic() + ORPHAN_WAIT_SECONDS
     while waiting and time.monotonic() < deadline and not stopping():
         time.sleep(poll)
-        waiting = orphaned_workers(knowledge, stores)
+        waiting = orphaned_workers(stores)
 
 
-def orphaned_loop(store: TicketStore) -> int | None:
+def orphaned_loop(store: Store) -> int | None:
     """The pid of the loop whose worker holds the ticket's lock, when that loop is no longer
     running (the worker ends by itself, see `_stop_with_loop`); None otherwise."""
-    loop = _ticket_lock.owner_note(store.dir).get("loop")
-    if not isinstance(loop, str) or mark_alive(loop):
+    loop = store.lock_loop()
+    if loop is None or mark_alive(loop):
         return None
     pid = loop.partition(".")[0]
     return int(pid) if pid.isdigit() else None
@@ -127,49 +118,11 @@ def _lock_free(path: Path) -> bool | None:
     return True
 
 
-def read_state_json(path: Path) -> dict[str, Any] | None:
-    """retry-state.json as plain JSON, for views (phase, counts); None if absent or unreadable."""
-    try:
-        data = load_json(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def open_attempt(data: dict[str, Any] | None) -> dict[str, Any] | None:
     """The last attempt when it is in progress (the plain-JSON view of it)."""
     attempts = data.get("attempts") if data else None
     last = attempts[-1] if isinstance(attempts, list) and attempts else None
     return last if isinstance(last, dict) and last.get("status") == "in_progress" else None
-
-
-#: how much of a journal's end the loop reads to find the running phase (a phase's events are
-#: a few hundred bytes; an attempt's start is never far behind its latest phase)
-JOURNAL_TAIL_BYTES = 16 * 1024
-
-
-def running_phase(journal: Path, attempt: int) -> str | None:
-    """The phase attempt `attempt` last started, from the end of the journal, as plain JSON
-    (each phase start is written to the journal the moment it begins; retry-state.json only
-    records where an attempt stopped). None when none is found."""
-    try:
-        with journal.open("rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
-            tail = f.read()
-    except OSError:
-        return None
-    for line in reversed(tail.splitlines()):
-        if b'"PhaseStarted"' not in line:
-            continue
-        try:
-            event = load_json(line.decode("utf-8"))
-        except ValueError:
-            continue  # the first, cut line of the tail, or a torn last one
-        if isinstance(event, dict) and event.get("attempt") == attempt:
-            phase = event.get("phase")
-            return phase if isinstance(phase, str) else None
-    return None
 
 
 # -- starting workers ------------------------------------------------------------------------

@@ -325,6 +325,17 @@ def _check_placeholders(arg: str) -> None:
         raise ValueError(f"unknown placeholder {{{name}}} in {arg!r}{hint}")
 
 
+#: where the ticket stores keep a ticket's records (tf_fsm.storage.backends)
+STORE_BACKENDS: tuple[str, ...] = ("files", "memory")
+
+
+class Storage(_Section):
+    """tf_fsm's own: the store backend (docs/settings.md, `storage`)."""
+
+    #: "files": pi-ticketflow's files under workflow.knowledgeDir; "memory": this process only
+    backend: Literal["files", "memory"] = "files"
+
+
 class Settings(_Section):
     schema_: str | None = Field(default=None, alias="$schema")
     metaModels: dict[str, MetaModel] = Field(default_factory=dict)
@@ -335,3 +346,4 @@ class Settings(_Section):
     ralph: Ralph = Ralph()
     executor: Executor = Executor()
     workspace: Workspace = Workspace()
+    storage: Storage = Storage()

@@ -20,7 +20,7 @@ from tf_fsm.engine.orchestrator import RunOptions, run_ticket
 from tf_fsm.settings.load import ESCALATION_KEYS, ROLES, load_settings
 from tf_fsm.simulate.agent import SimulatedAgent, backlog, closable
 from tf_fsm.simulate.profile import Profile
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 
 POLICIES: dict[str, str] = {
     "a": "blind re-runs, base models",

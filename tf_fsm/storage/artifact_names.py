@@ -7,10 +7,11 @@ import re
 from pathlib import PurePosixPath
 
 from tf_fsm.errors import InvalidArtifactNameError
+from tf_fsm.storage.layout import JOURNAL, RETRY_STATE
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 # Files with their own API (and their own integrity rules) that write_artifact must not replace.
-_RESERVED = frozenset({"retry-state.json", "events.jsonl"})
+_RESERVED = frozenset({RETRY_STATE, JOURNAL})
 
 
 def artifact_segments(name: str) -> list[str]:
@@ -31,6 +32,6 @@ def artifact_segments(name: str) -> list[str]:
                 f"segment {segment!r} must be ASCII letters, digits, '-', '_', '.' "
                 "and not start with '.' or '-'",
             )
-    if segments[0] in _RESERVED or segments[0].startswith("retry-state.json"):
+    if segments[0] in _RESERVED or segments[0].startswith(RETRY_STATE):
         raise InvalidArtifactNameError(name, "is a state file the store writes itself")
     return segments

@@ -14,6 +14,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+from tf_fsm._json_input import load_json
 from tf_fsm.core.journal import Event, JournalTailDropped, timestamp
 from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode
 from tf_fsm.errors import CorruptStateError
@@ -199,3 +200,36 @@ def _last_line_start(fd: int, size: int) -> int:
             return start + newline + 1
         end = start
     return 0
+
+
+#: how much of a journal's end the loop reads to find the running phase (a phase's events are
+#: a few hundred bytes; an attempt's start is never far behind its latest phase)
+JOURNAL_TAIL_BYTES = 16 * 1024
+
+
+def running_phase_in(tail: bytes, attempt: int) -> str | None:
+    """The phase attempt `attempt` last started, from the end of a journal, as plain JSON (each
+    phase start is written to the journal the moment it begins; the retry state only records
+    where an attempt stopped). None when none is found."""
+    for line in reversed(tail.splitlines()):
+        if b'"PhaseStarted"' not in line:
+            continue
+        try:
+            event = load_json(line.decode("utf-8"))
+        except ValueError:
+            continue  # the first, cut line of the tail, or a torn last one
+        if isinstance(event, dict) and event.get("attempt") == attempt:
+            phase = event.get("phase")
+            return phase if isinstance(phase, str) else None
+    return None
+
+
+def journal_tail(path: Path) -> bytes:
+    """The last JOURNAL_TAIL_BYTES of the journal at `path` (b"" when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
+            return f.read()
+    except OSError:
+        return b""

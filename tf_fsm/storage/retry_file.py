@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -48,3 +49,12 @@ def parse_retry_state(raw: bytes, path: Path, ticket_id: str) -> RetryState:
         )
         raise corrupt_state(path, ticket_id, problem)
     return state
+
+
+def peek_state(raw: bytes) -> dict[str, Any] | None:
+    """A retry state's bytes as plain JSON, not validated: None if unreadable."""
+    try:
+        data = load_json(raw.decode("utf-8"))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -38,22 +38,23 @@ from tf_fsm.core.journal import (
 from tf_fsm.core.journal_codec import JournalRead
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
-from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
-from tf_fsm.fs.atomic import appended_link, disk_errors, fsync_dir, json_text, sync_filesystems
+from tf_fsm.errors import CorruptStateError
 
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm.fs.atomic import atomic_write_bytes as atomic_write_bytes
 from tf_fsm.fs.atomic import atomic_write_json as atomic_write_json
 from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
+from tf_fsm.fs.atomic import disk_errors, fsync_dir, json_text, one_sync, sync_filesystems
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
-from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.artifact_names import artifact_segments
-from tf_fsm.storage.journal_file import JournalFile
-from tf_fsm.storage.lock import hold_lock, sweep_temp_files
+from tf_fsm.storage.journal_file import JournalFile, journal_tail, running_phase_in
+from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETRY_STATE
+from tf_fsm.storage.lock import hold_lock, lock_holder, owner_note, sweep_temp_files
+from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_json, redacted_line, redacted_lines
-from tf_fsm.storage.retry_file import parse_retry_state
+from tf_fsm.storage.retry_file import parse_retry_state, peek_state
+from tf_fsm.storage.ticket_files import TicketFiles
 
 # Ticket ids are re-exported too: callers validate ids through the store's module.
 from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
@@ -61,24 +62,11 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
 from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
 from tf_fsm.storage.views import VIEWS, crashed, differs, last_images
 
-# --- the store ----------------------------------------------------------------------------
-
-
-def ticket_stores(root: Path, settings: LoadedSettings) -> Callable[[str], TicketStore]:
-    """The one way to open a project's ticket stores: `workflow.knowledgeDir` resolved and
-    checked against the project once (tf_fsm.settings.load.knowledge_dir), then a store per
-    ticket id (each id validated before it becomes a path)."""
-    knowledge = knowledge_dir(root, settings)
-    return lambda ticket_id: TicketStore(knowledge, ticket_id)
-
-
-def open_store(root: Path, settings: LoadedSettings, ticket_id: str) -> TicketStore:
-    """One ticket's store in the project at `root` (see `ticket_stores`)."""
-    return ticket_stores(root, settings)(ticket_id)
-
 
 class TicketStore:
     """All files of one ticket. Build one per command; hold `lock()` while changing anything."""
+
+    capabilities = Capabilities(shared_across_processes=True, pi_ticketflow_files=True)
 
     def __init__(
         self, knowledge_dir: Path, ticket_id: str, redactor: Redactor | None = None
@@ -86,11 +74,11 @@ class TicketStore:
         self.ticket_id = validate_ticket_id(ticket_id)  # before any path is built from it
         self.knowledge_dir = Path(knowledge_dir)
         self.dir = self.knowledge_dir / "tickets" / self.ticket_id
-        self.retry_state_path = self.dir / "retry-state.json"
-        self.journal_path = self.dir / "events.jsonl"
-        self.chain_context_path = self.dir / "chain-context.json"
-        self.lock_path = self.dir / ".lock"
-        self.lock_owner_path = self.dir / ".lock.owner"
+        self.retry_state_path = self.dir / RETRY_STATE
+        self.journal_path = self.dir / JOURNAL
+        self.chain_context_path = self.dir / CHAIN_CONTEXT
+        self.lock_path = self.dir / LOCK
+        self.lock_owner_path = self.dir / LOCK_OWNER
         #: what no write may be led out of by a symlink (tf_fsm.fs.confine); the knowledge
         #: directory itself was checked against the project when it was found (config)
         self.within = self.knowledge_dir
@@ -103,35 +91,25 @@ class TicketStore:
         self._written: dict[str, str] = {}  # name -> sha256 since the last take_written
         self._imaged: set[str] = set()  # views whose after-image this store made durable
         self._changed = False  # this batch wrote something: its end is a durable point
-        self._also: tuple[Path, ...] = ()  # the batch's other directories a durable point syncs
+        self._on_durable: Callable[[], None] | None = None  # the batch caller's durable point
+        #: the exchange area agents work in: the ticket directory itself
+        self.files = TicketFiles(
+            self.dir, self.within, self.redactor, (self.journal_path, self.lock_path),
+            self._written_by_take,
+        )  # fmt: skip
 
-    def check_paths(self) -> None:
-        """Before a run writes anything: UnsafePathError if the ticket directory, or a symlink
-        in it, leads out of the boundary, or if the journal or the lock (which are appended to
-        and locked, never replaced) is a symlink at all."""
-        check_within(self.dir, self.within)
-        try:
-            entries = list(os.scandir(self.dir))
-        except FileNotFoundError:
-            return
-        for entry in entries:
-            if not entry.is_symlink():
-                continue
-            path = Path(entry.path)
-            if path in (self.journal_path, self.lock_path):
-                target = os.path.realpath(path)
-                raise UnsafePathError(path, target, self.within, appended_link(target))
-            check_within(path, self.within)
+    def _written_by_take(self) -> None:
+        self._changed = True
 
     # --- the durable point -----------------------------------------------------------------
 
     @contextmanager
-    def batch(self, *more: Path) -> Iterator[None]:
+    def batch(self, on_durable: Callable[[], None] | None = None) -> Iterator[None]:
         """A run: the journal stays open, appends marked `durable=False` wait for the next
-        fsynced one, and when the block ends everything written is made durable (the file
-        systems of the ticket directory and of `more`, e.g. the tk ticket's directory) and
+        fsynced one, and when the block ends everything written is made durable (the ticket
+        directory's file system, with what `on_durable` syncs: the tk ticket's directory) and
         ViewsSynced is appended."""
-        self._batching, self._changed, self._also = True, False, more
+        self._batching, self._changed, self._on_durable = True, False, on_durable
         self._journal.hold()
         try:
             yield
@@ -141,7 +119,7 @@ class TicketStore:
                 self.sync()
             finally:
                 self._journal.release()
-                self._also = ()
+                self._on_durable = None
 
     def sync(self) -> None:
         """The end of a run: `durable_point`, then ViewsSynced marks the clean end. The mark is
@@ -156,9 +134,12 @@ class TicketStore:
 
     def durable_point(self) -> None:
         """Make every write so far durable: one syncfs per file system (the ticket
-        directory's and those the batch was given), which covers the journal too."""
+        directory's and those the batch's caller syncs), which covers the journal too."""
         self._sync_dirs()
-        sync_filesystems([self.dir, *self._also])
+        with one_sync():
+            sync_filesystems([self.dir])
+            if self._on_durable is not None:
+                self._on_durable()
         self._journal.unsynced = self._changed = False
 
     def sync_journal(self) -> None:
@@ -175,57 +156,29 @@ class TicketStore:
     # --- artifacts ------------------------------------------------------------------------
 
     def artifact_path(self, name: str) -> Path:
-        """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`); a
-        symlink inside the ticket directory must not lead a read or a write elsewhere."""
-        path = self._artifact(name)
-        try:
-            check_within(path, self.dir)
-        except UnsafePathError as exc:
-            reason = f"resolves outside the ticket directory ({exc.link} -> {exc.target})"
-            raise InvalidArtifactNameError(name, reason) from None
-        return path
+        """Where artifact `name` is (`files.path`): TicketStore's own, for its tests and tools."""
+        return self.files.path(name)
 
-    def _artifact(self, name: str) -> Path:
-        """The path `name` names, once the name itself is valid (its links not checked yet)."""
-        return self.dir.joinpath(*artifact_segments(name))
-
-    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> Path:
+    def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> None:
         """Write an artifact, redacted and atomically, not fsynced: its sha256 goes into the
         journal with the phase's completion (`take_written`). `only_if_changed` leaves an
         identical file (and its mtime) alone."""
-        path = self._artifact(name)  # its links are checked by the write itself
+        path = self.files.unchecked(name)  # its links are checked by the write itself
         data = self.redactor(text).encode("utf-8")
         if only_if_changed:
             with suppress(FileNotFoundError):
                 if path.read_bytes() == data:
                     self._written[name] = hashlib.sha256(data).hexdigest()
-                    return path
+                    return
         atomic_write_bytes(path, data, within=self.dir, durable=False)
         self._written[name] = hashlib.sha256(data).hexdigest()
         self._changed = True
-        return path
 
     def take_written(self) -> dict[str, str]:
         """The files `write_artifact` wrote since the last call (name under the ticket
         directory -> sha256), forgotten here: what a phase's completion journals."""
         written, self._written = self._written, {}
         return written
-
-    def redact_agent_file(self, path: Path) -> tuple[str, str] | None:
-        """The sha256 and text of a file an agent wrote (None if there is none), after taking
-        any secret out of it: rewritten atomically, and only when the redactor changes
-        something. Bytes that are not UTF-8 are kept as they are."""
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        text = data.decode("utf-8", "surrogateescape")
-        clean = self.redactor(text)
-        if clean != text:
-            data = clean.encode("utf-8", "surrogateescape")
-            atomic_write_bytes(path, data, within=self.dir, durable=False)
-            self._changed = True
-        return hashlib.sha256(data).hexdigest(), clean
 
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
@@ -256,6 +209,12 @@ class TicketStore:
         state = parse_retry_state(raw, self.retry_state_path, self.ticket_id)
         self._trusted = True
         return state
+
+    def peek_retry_state(self) -> dict[str, Any] | None:
+        try:
+            return peek_state(self.retry_state_path.read_bytes())
+        except OSError:
+            return None
 
     def save_retry_state(self, state: RetryState) -> None:
         """Replace the retry state (a view: its image journaled first). A file already there
@@ -306,19 +265,19 @@ class TicketStore:
         self.append_event(checked, durable=False)
         return repaired
 
-    def retry_backup_path(self, now: datetime) -> Path:
-        """Where `reset_retry_state` at `now` moves the retry state: `.bak.<UTC stamp>`, with
-        `.1`, `.2`, ... when that name is taken."""
+    def retry_backup_name(self, now: datetime) -> str:
+        """What `reset_retry_state` at `now` names the backup: `.bak.<UTC stamp>`, with `.1`,
+        `.2`, ... when that name is taken."""
         stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
         backup, suffix = self.dir / stem, 0
         while backup.exists():
             suffix += 1
             backup = self.dir / f"{stem}.{suffix}"
-        return backup
+        return backup.name
 
-    def reset_retry_state(self, now: datetime) -> Path | None:
+    def reset_retry_state(self, now: datetime) -> str | None:
         """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
-        next run starts at attempt 1. Returns the backup path, None if there was no file."""
+        next run starts at attempt 1. Returns the backup's name, None if there was no file."""
         try:
             raw = self.retry_state_path.read_bytes()
         except FileNotFoundError:
@@ -329,7 +288,7 @@ class TicketStore:
         except CorruptStateError:
             count_before = None
         # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
-        backup = self.retry_backup_path(now)
+        backup = self.dir / self.retry_backup_name(now)
         check_within(backup, self.within)
         with disk_errors(self.retry_state_path, f"move aside to {backup.name}"):
             self.retry_state_path.rename(backup)
@@ -342,7 +301,7 @@ class TicketStore:
                 retryCountBefore=count_before,
             )
         )
-        return backup
+        return backup.name
 
     # --- journal --------------------------------------------------------------------------
 
@@ -374,6 +333,15 @@ class TicketStore:
     def read_events(self) -> JournalRead:
         return self._journal.read()
 
+    def journal_size(self) -> int | None:
+        try:
+            return self.journal_path.stat().st_size
+        except OSError:
+            return None
+
+    def running_phase(self, attempt: int) -> str | None:
+        return running_phase_in(journal_tail(self.journal_path), attempt)
+
     # --- lock -----------------------------------------------------------------------------
 
     @contextmanager
@@ -395,6 +363,16 @@ class TicketStore:
                     )
                 )
             yield
+
+    def lock_holder(self) -> int | None:
+        holder = lock_holder(self.dir)
+        return holder or None
+
+    def lock_loop(self) -> str | None:
+        if not self.lock_holder():
+            return None
+        loop = owner_note(self.dir).get("loop")
+        return loop if isinstance(loop, str) else None
 
 
 def _now() -> str:

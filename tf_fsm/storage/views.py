@@ -11,9 +11,10 @@ from typing import Any
 
 from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.core.journal import Event, RetryStateReset, ViewSaved, ViewsSynced
+from tf_fsm.storage.layout import CHAIN_CONTEXT, RETRY_STATE
 
 #: the files whose after-image the journal keeps (pi-ticketflow's names, formats unchanged)
-VIEWS = ("retry-state.json", "chain-context.json")
+VIEWS = (RETRY_STATE, CHAIN_CONTEXT)
 
 
 def crashed(events: Sequence[Event]) -> bool:
@@ -29,7 +30,7 @@ def last_images(events: Sequence[Event]) -> dict[str, dict[str, Any] | None]:
         if isinstance(event, ViewSaved):
             images[event.file] = event.content
         elif isinstance(event, RetryStateReset):
-            images["retry-state.json"] = None
+            images[RETRY_STATE] = None
     return images
 
 

@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from tf_fsm.errors import TfFsmError
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.ui.actions import ACTIONS, Actions
 from tf_fsm.ui.board import Board, filtered

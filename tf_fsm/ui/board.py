@@ -12,15 +12,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.lock import lock_holder
+from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.storage.backends import ticket_stores
+from tf_fsm.storage.layout import LOCK_OWNER, RUN_RECORDS
+from tf_fsm.storage.protocol import Store
 from tf_fsm.tk.backlog import ScanCache, TkRecord, scan, tickets_dir
 from tf_fsm.tk.selection import ready
 from tf_fsm.ui.cards import COLUMNS, Card, StateFacts, make_card, read_state
 from tf_fsm.views.status import in_tk_order, tracked_tickets
 
 #: the files whose change means a ticket's card may change (the lock's note: a run started)
-STATE_FILES = ("retry-state.json", "events.jsonl", ".lock.owner")
+STATE_FILES = (*RUN_RECORDS, LOCK_OWNER)
 #: how far back the header's tickets per hour looks
 RATE_WINDOW = timedelta(hours=24)
 
@@ -66,7 +68,9 @@ class Board:
 
     def __init__(self, root: Path, settings: LoadedSettings) -> None:
         self.root, self.settings = root, settings
-        self.state_dir = knowledge_dir(root, settings) / "tickets"
+        self.stores = ticket_stores(root, settings)
+        self.state_dir = self.stores.knowledge / "tickets"
+        self._opened: dict[str, Store] = {}  # a store per ticket, for its lock's probe
         self.tickets_dir = tickets_dir(root)
         self.scan_cache = ScanCache()
         self._facts: dict[str, tuple[_Key, StateFacts | None]] = {}
@@ -89,8 +93,14 @@ class Board:
         if cached is None or cached[0] != key:
             facts = read_state(self.root, self.settings, ticket_id) if any(key[:2]) else None
             self._facts[ticket_id] = cached = (key, facts)
-        held = key[2] is not None and lock_holder(directory) != 0
+        held = key[2] is not None and self._store(ticket_id).lock_holder() is not None
         return cached[1], held
+
+    def _store(self, ticket_id: str) -> Store:
+        store = self._opened.get(ticket_id)
+        if store is None:
+            store = self._opened[ticket_id] = self.stores(ticket_id)
+        return store
 
     def _card(self, ticket_id: str) -> Card:
         facts, held = self._state(ticket_id)

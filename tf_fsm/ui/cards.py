@@ -64,7 +64,7 @@ def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFac
     `tf-fsm status` lists it, not a board that stops."""
     from tf_fsm.engine.accounting import attempt_events
     from tf_fsm.errors import TfFsmError
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
     from tf_fsm.views.status import readable_journal, ticket_status
 
     store = open_store(root, settings, ticket_id)

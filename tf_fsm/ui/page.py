@@ -19,7 +19,7 @@ from tf_fsm.ui.markdown import to_html
 
 if TYPE_CHECKING:
     from tf_fsm.settings.load import LoadedSettings
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.protocol import Store
 
 #: the artifacts a page shows, in the order of the phases that write them
 ARTIFACTS: tuple[str, ...] = tuple(
@@ -123,7 +123,7 @@ def gate_feedback(events: list[ev.Event]) -> list[Step]:
     return last
 
 
-def artifacts(store: TicketStore) -> list[tuple[str, str]]:
+def artifacts(store: Store) -> list[tuple[str, str]]:
     """(name, sanitized HTML) of each artifact the ticket has."""
     from html import escape
 
@@ -141,13 +141,13 @@ def artifacts(store: TicketStore) -> list[tuple[str, str]]:
     return out
 
 
-def newest_log(store: TicketStore) -> str | None:
+def newest_log(store: Store) -> str | None:
     """The agent log written last (a running agent's `.live.log` among them), relative to the
     ticket's directory."""
-    logs = store.dir / "logs"
+    area = store.files.dir  # where the agents' logs are written
     newest: tuple[int, str] | None = None
-    for path in logs.glob("attempt-*/*.log"):
-        name = path.relative_to(store.dir).as_posix()
+    for path in (area / "logs").glob("attempt-*/*.log"):
+        name = path.relative_to(area).as_posix()
         try:
             if path.is_symlink() or not _LOG_NAME.fullmatch(name):
                 continue
@@ -159,13 +159,13 @@ def newest_log(store: TicketStore) -> str | None:
     return newest[1] if newest else None
 
 
-def read_tail(store: TicketStore, name: str, start: int | None = None) -> LogTail | None:
+def read_tail(store: Store, name: str, start: int | None = None) -> LogTail | None:
     """The log `name` from byte `start` (None: its last TAIL_BYTES), whole lines only, redacted.
     None when it is gone (a live log is removed when its agent ends)."""
     if not _LOG_NAME.fullmatch(name):
         return None
     try:
-        with store.artifact_path(name).open("rb") as handle:
+        with store.files.path(name).open("rb") as handle:
             size = handle.seek(0, 2)
             cut = start is None or start > size  # a new file, or one written over
             begin = max(0, size - TAIL_BYTES) if cut else start or 0
@@ -188,8 +188,9 @@ def _without_title(body: str, title: str) -> str:
 
 def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
     """Everything the page shows, for its template."""
+    from tf_fsm.engine.reset import has_records
     from tf_fsm.errors import TicketError
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
     from tf_fsm.tk.tickets import read
     from tf_fsm.views.status import gate_report, readable_journal, ticket_status
 
@@ -198,7 +199,7 @@ def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
         ticket = read(root, ticket_id)
         title, body = ticket.title or ticket_id, _without_title(ticket.body, ticket.title)
     except TicketError as exc:  # state without a ticket file (deleted after it ran)
-        if not store.dir.is_dir():
+        if not has_records(store):
             raise
         title, body = ticket_id, f"*No ticket file: {exc}*"
     events = readable_journal(store)

@@ -30,7 +30,7 @@ from tf_fsm.views.history import History, Key
 from tf_fsm.views.legend import TAKEN, markdown, one_ticket, tiers
 
 if TYPE_CHECKING:
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.protocol import Store
 
 NAME = "ticket-lifecycle"  # <dir>/ticket-lifecycle.<ext>
 TICKET_NAME = "lifecycle"  # <ticket dir>/lifecycle.<ext>
@@ -338,7 +338,7 @@ def write_output(
     data: bytes,
     fmt: str,
     output: str | None,
-    store: TicketStore | None,
+    store: Store | None,
     within: Path | None = None,
 ) -> Path:
     """To `output`, else to `<ticket dir>/lifecycle.<ext>` through the store (text redacted).
@@ -346,9 +346,11 @@ def write_output(
     from tf_fsm.storage.store import atomic_write_bytes
 
     if output is None and store is not None:
+        name = TICKET_NAME + SUFFIX[fmt]
         if fmt != "png":
-            return store.write_artifact(TICKET_NAME + SUFFIX[fmt], data.decode())
-        output, within = str(store.artifact_path(TICKET_NAME + SUFFIX[fmt])), store.within
+            store.write_artifact(name, data.decode())
+            return store.files.path(name)
+        output, within = str(store.files.path(name)), store.files.within
     path = Path(output or NAME + SUFFIX[fmt])
     atomic_write_bytes(path, data, within=within)
     return path

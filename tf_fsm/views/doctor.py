@@ -18,6 +18,7 @@ from tf_fsm.executors.presets import preset as preset_named
 from tf_fsm.process.door import parent_death, run_process, tail
 from tf_fsm.settings.gate_reports import whole_gate_warnings
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 from tf_fsm.storage.redact import Redactor
 
 OK, NOT_READY, UNMAPPED = 0, 2, 3
@@ -89,7 +90,7 @@ def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[
                         thinking=chosen.thinking, attempt=number, root=root,
                         artifact_dir=ticket_dir, output=ticket_dir / artifact, prompt="",
                         prompt_file=ticket_dir / "prompts" / f"{name}.md",
-                        chain_context=ticket_dir / "chain-context.json",
+                        chain_context=ticket_dir / CHAIN_CONTEXT,
                         log_file=ticket_dir / "logs" / f"{name}.log", cwd=cwd,
                     ),
                 )

@@ -20,7 +20,7 @@ from tf_fsm.errors import TicketError
 from tf_fsm.views.workspace_status import rebased_shas
 
 if TYPE_CHECKING:
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.protocol import Store
 
 Key = tuple[str, str, str]  # (source, trigger, dest): one edge of the table
 
@@ -240,17 +240,17 @@ def _edges() -> frozenset[Key]:
     return frozenset((e.source, e.trigger, e.dest) for e in fsm.TRANSITIONS)
 
 
-def load_history(root: Path, ticket_id: str) -> tuple[History, TicketStore]:
+def load_history(root: Path, ticket_id: str) -> tuple[History, Store]:
     """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
     from tf_fsm.core.resume import live_phase
     from tf_fsm.settings.load import load_settings
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
     from tf_fsm.views.status import lifecycle_state
 
     store = open_store(root, load_settings(root), ticket_id)
-    if not store.journal_path.is_file():
+    if store.journal_size() is None:
         # Checked before anything is written: a ticket never run gets no directory from us.
-        raise TicketError(store.journal_path, f"no journal: {ticket_id} has not been run yet")
+        raise TicketError(store.files.dir, f"no journal: {ticket_id} has not been run yet")
     state = store.load_retry_state()
     cur = state.current if state else None
     events = store.read_events().events

@@ -18,6 +18,7 @@ from tf_fsm.engine.orchestrator import RunOptions, TicketRun
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary, template_for
 from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.storage.layout import CHAIN_CONTEXT
 from tf_fsm.views.plan_phases import phases_of
 
 if TYPE_CHECKING:
@@ -77,11 +78,12 @@ def next_step(run: TicketRun, reset: Reset | None = None) -> Step:
 def _plan_reset(run: TicketRun) -> Reset:
     """`--retry-reset` in a plan: which backup `run --retry-reset` would move retry-state.json
     to (its name carries the time of the run), and the reset it would journal."""
-    path = run.store.retry_state_path
-    if not path.is_file():
+    from tf_fsm.engine.reset import has_retry_state
+
+    if not has_retry_state(run.store):
         return Reset({"backup": None, "why": "no retry-state.json: nothing to move aside"}, None)
     now = run.now()
-    backup = run.store.retry_backup_path(now).name
+    backup = run.store.retry_backup_name(now)
     marker = RetryStateReset(ts=timestamp(now), ticket=run.ticket_id, backup=backup)
     why = f"retry-state.json would be moved aside to {backup} (named for the run's time)"
     return Reset({"backup": backup, "why": why}, marker)
@@ -295,7 +297,7 @@ def _render_for_ticket(
         root, ticket_id, RunOptions(), settings, make_executor(settings, root), QuietObserver()
     )
     step = next_step(run)
-    saved = run.store.dir / "prompts"
+    saved = run.store.files.path("prompts")
     if step.attempt is not None:
         context_ = step.attempt
         if attempt is not None and attempt != context_.number:
@@ -321,7 +323,7 @@ def _render_for_ticket(
             )
         context_ = _later_attempt(run, attempt, state)
     runner = PhaseRunner(run, context_)
-    output = run.store.dir / agent_artifact(phase, role)
+    output = run.store.files.path(agent_artifact(phase, role))
     return run.prompts.render(template_for(phase, role), runner._context(phase, role, output))
 
 
@@ -382,7 +384,7 @@ def _render_example(
             ticket=EXAMPLE_TICKET,
             artifact_dir=where,
             output=where / agent_artifact(phase, role),
-            chain_context=where / "chain-context.json",
+            chain_context=where / CHAIN_CONTEXT,
             flags=RunOptions().flags(),
             fail_on=list(settings.workflow.failOn),
         ),

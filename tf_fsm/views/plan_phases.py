@@ -35,7 +35,7 @@ def phases_of(run: TicketRun, runner: PhaseRunner, attempt: AttemptContext) -> l
             chosen = attempt.resolution.roles[role]
             name = template_for(phase, role)
             template = run.prompts.find(name)
-            output = run.store.dir / planned[(phase, role)]
+            output = run.store.files.path(planned[(phase, role)])
             prompt = run.prompts.render(name, runner._context(phase, role, output))
             calls.append(
                 {

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from tf_fsm.core.journal import Event
     from tf_fsm.core.next_step import TkFile
     from tf_fsm.core.state import Attempt, RetryState
-    from tf_fsm.storage.store import TicketStore
+    from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.backlog import TkRecord
 
 
@@ -99,12 +99,12 @@ def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
 
 
 def ticket_status(
-    root: Path, settings: LoadedSettings, ticket_id: str, store: TicketStore | None = None
+    root: Path, settings: LoadedSettings, ticket_id: str, store: Store | None = None
 ) -> dict[str, Any]:
     """`store`: the ticket's store if the caller has it open (its journal is read once)."""
     from tf_fsm.core.escalation import retries_left
     from tf_fsm.core.resume import live_phase
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
     from tf_fsm.views.workspace_status import workspace_of
 
     store = store or open_store(root, settings, ticket_id)
@@ -236,7 +236,7 @@ def cost_summary(
     }
 
 
-def readable_journal(store: TicketStore) -> list[Event]:
+def readable_journal(store: Store) -> list[Event]:
     """The ticket's journal, or nothing when a line of it cannot be trusted: what reads it
     for a report goes on, and `run` names the bad line (with its remedy) when it starts."""
     from tf_fsm.errors import CorruptStateError
@@ -248,7 +248,7 @@ def readable_journal(store: TicketStore) -> list[Event]:
 
 
 def next_step(
-    store: TicketStore,
+    store: Store,
     state: RetryState | None,
     settings: LoadedSettings,
     root: Path | None = None,
@@ -320,7 +320,7 @@ def _tk_file(root: Path | None, ticket_id: str) -> TkFile:
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
     from tf_fsm.core.detection import evaluate
-    from tf_fsm.storage.store import open_store
+    from tf_fsm.storage.backends import open_store
 
     store = open_store(root, settings, ticket_id)
     verdict = evaluate(
@@ -347,16 +347,15 @@ def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
 GATE_REPORTS = ("review.md", "post-fix-verification.md", "close-summary.md")
 
 
-def outdated_reports(store: TicketStore) -> dict[str, str]:
+def outdated_reports(store: Store) -> dict[str, str]:
     """The reports older than the report of an earlier phase (name -> that report): an
     earlier attempt's, as a resume judges artifacts (tf_fsm.core.resume), not this attempt's
     decision. Each phase rewrites its report after the phases before it rewrote theirs."""
     mtimes: dict[str, int] = {}
     for name in GATE_REPORTS:
-        try:
-            mtimes[name] = store.artifact_path(name).stat().st_mtime_ns
-        except FileNotFoundError:
-            continue
+        seen = store.seen(name)
+        if seen is not None:
+            mtimes[name] = seen.mtime_ns
     out: dict[str, str] = {}
     for i, name in enumerate(GATE_REPORTS):
         if name not in mtimes:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.settings.load import LoadedSettings
-from tf_fsm.storage.store import open_store
+from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.workspace.git import Git, paths_of, pathspec_excluding
 from tf_fsm.workspace.model import (
@@ -184,13 +184,12 @@ def _ticket_state(root: Path, settings: LoadedSettings, ticket_id: str) -> tuple
     """(the ticket's state in words, the pid holding its lock or 0, whether no attempt will run
     on it any more: closed, exhausted, never run, or its ticket file gone)."""
     from tf_fsm.errors import CorruptStateError
-    from tf_fsm.storage.lock import lock_holder
     from tf_fsm.tk.tickets import ticket_path
     from tf_fsm.views.status import DONE_WITH, state_words, ticket_status
 
     if not TICKET_ID_RE.fullmatch(ticket_id):
         return "not a ticket id", 0, False
-    locked = lock_holder(open_store(root, settings, ticket_id).dir)
+    locked = open_store(root, settings, ticket_id).lock_holder() or 0
     try:
         words = state_words(ticket_status(root, settings, ticket_id))
     except CorruptStateError:
@@ -248,7 +247,7 @@ def prune(
     result per workspace considered, None outside a git repository. A named ticket without a
     workspace is refused (exit 2), one a running tf-fsm holds too (exit 75), before anything
     is removed."""
-    from tf_fsm.errors import TicketLockedError, WorkspaceError
+    from tf_fsm.errors import WorkspaceError
 
     listed = workspace_rows(root, settings)
     if listed is None and not names:
@@ -263,9 +262,9 @@ def prune(
             f"{worktree_path(root, settings, missing[0])}){where}; `tf-fsm workspaces` lists them"
         )
     for name in names:
-        if pid := rows[name]["lockedBy"]:
-            lock = open_store(root, settings, name).lock_path
-            raise TicketLockedError(name, pid if pid > 0 else None, lock)
+        if rows[name]["lockedBy"]:
+            with open_store(root, settings, name).lock(note="tf-fsm workspaces prune"):
+                pass  # raises TicketLockedError, naming the holder, unless it just ended
     chosen = [rows[n] for n in dict.fromkeys(names)] if names else list(rows.values())
     return [_prune_one(root, settings, row, bool(names), force, dry_run) for row in chosen]
 
@@ -367,16 +366,17 @@ def _carry_out(
 
     from tf_fsm.core.journal import timestamp
     from tf_fsm.core.workspace_events import WorkspaceRemoved
+    from tf_fsm.engine.reset import has_records
     from tf_fsm.workspace.worktree import remove
 
     store = open_store(root, settings, row["ticket"])
     held: AbstractContextManager[None] = (
-        store.lock(note="tf-fsm workspaces prune") if store.dir.is_dir() else nullcontext()
+        store.lock(note="tf-fsm workspaces prune") if has_records(store) else nullcontext()
     )
     with held:
         ws = _row_workspace(root, settings, row)
         notes = remove(ws, delete_branch=plan.delete_branch, force=plan.force)
-        if store.journal_path.is_file():
+        if store.journal_size() is not None:
             store.append_event(WorkspaceRemoved(
                 ts=timestamp(datetime.now(UTC)), ticket=ws.ticket_id, attempt=None,
                 path=str(ws.tree), branchDeleted=plan.delete_branch,

@@ -21,7 +21,8 @@ from tf_fsm.core.artifacts import REPORTS
 from tf_fsm.core.resume import live_phase
 from tf_fsm.engine.orchestrator import Outcome, run_ticket
 from tf_fsm.errors import TfFsmError, TicketLockedError
-from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, RETRY_STATE, RUN_RECORDS
+from tf_fsm.storage.protocol import Store
 
 if TYPE_CHECKING:
     from tf_fsm.executors.base import Executor
@@ -49,10 +50,10 @@ class WatchHost(Protocol):
 RESUME = "resume"  # touched by the user: resume this ticket now
 LOCK_RETRY_MAX = 5.0
 #: What tf_fsm writes into a ticket directory itself: never a reason to act (no feedback loops).
-_OWN_NAMES = frozenset({"events.jsonl", "chain-context.json", *REPORTS})
+_OWN_NAMES = frozenset({JOURNAL, CHAIN_CONTEXT, *REPORTS})
 _OWN_DIRS = frozenset({"prompts", "logs", "gates"})
 #: Written by every run, ours or another process's: re-read the ticket's state, never act on it.
-STATE_FILES = frozenset({"events.jsonl", "retry-state.json"})
+STATE_FILES = frozenset(RUN_RECORDS)
 
 
 def own_file(rel: str) -> bool:
@@ -62,7 +63,7 @@ def own_file(rel: str) -> bool:
     return (
         first in _OWN_DIRS
         or first in _OWN_NAMES
-        or first.startswith(("retry-state.json", "lifecycle."))
+        or first.startswith((RETRY_STATE, "lifecycle."))
         or name.startswith(".")
         or name.endswith((".tmp", "~", ".swp", ".swx"))
     )
@@ -93,7 +94,7 @@ class Awaiting:
         return f"not waiting or in error ({self.status})"
 
 
-def awaiting(store: TicketStore) -> Awaiting:
+def awaiting(store: Store) -> Awaiting:
     state = store.load_retry_state()
     cur = state.current if state else None
     if cur is None or cur.status not in ("in_progress", "error"):
@@ -164,7 +165,7 @@ class _RunObserver:
 class WatchedTicket:
     """One ticket under watch: events from the observer thread in, one run at a time out."""
 
-    def __init__(self, watch: WatchHost, store: TicketStore, state: Awaiting) -> None:
+    def __init__(self, watch: WatchHost, store: Store, state: Awaiting) -> None:
         self.w, self.store, self.state, self.id = watch, store, state, store.ticket_id
         self.cond = threading.Condition()
         self.pending: dict[Path, tuple[float, Snap | None]] = {}  # path -> (last event, stat)
@@ -221,7 +222,7 @@ class WatchedTicket:
             self._drop(str(exc))
             return
         # Files that landed while the ticket was busy, or before watch started.
-        found = [self.store.dir / RESUME] if state.active else []
+        found = [self.store.files.dir / RESUME] if state.active else []
         if state.output is not None and handed_in(state):
             found.append(state.output)
         with self.cond:
@@ -261,7 +262,7 @@ class WatchedTicket:
             return self._pick({p for p, (_, now) in seen.items() if now is not None})
 
     def _pick(self, present: set[Path]) -> tuple[str, Path | None] | None:
-        st, resume = self.state, self.store.dir / RESUME
+        st, resume = self.state, self.store.files.dir / RESUME
         if resume in present and st.active:
             return f"{RESUME} file taken", resume
         stable = f"(stable {self.w.stable:g}s)"
@@ -312,7 +313,7 @@ class WatchedTicket:
         with suppress(TfFsmError, ValueError):
             nxt = awaiting(self.store)
             if o.status == "waiting" and nxt.output is not None and nxt.prompt is not None:
-                prompt = nxt.prompt.relative_to(self.store.dir)
+                prompt = nxt.prompt.relative_to(self.store.files.dir)
                 line = f"waiting for {nxt.output.name} ({nxt.phase}; prompt {prompt})"
                 if nxt.output.exists() and not handed_in(nxt):
                     line += f"; {nxt.output.name} is older than its prompt: touch it to hand it in"
@@ -320,7 +321,7 @@ class WatchedTicket:
         label, retries = o.status.upper().replace("_", " "), f"{o.retry_count}/{o.max_retries}"
         line = f"{label} after attempt {o.attempt} (retries {retries}): {o.reason}"
         if o.status == "error":
-            line += f"; resumes on a new artifact or `touch {self.store.dir / RESUME}`"
+            line += f"; resumes on a new artifact or `touch {self.store.files.dir / RESUME}`"
         return line
 
     def _drop(self, problem: str) -> None:

@@ -28,7 +28,8 @@ from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import make_dirs
 from tf_fsm.process.strays import end_orphans, signal_child_groups
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
-from tf_fsm.storage.store import TICKET_ID_RE, ticket_stores, validate_ticket_id
+from tf_fsm.storage.backends import ticket_stores
+from tf_fsm.storage.store import TICKET_ID_RE, validate_ticket_id
 from tf_fsm.tk import tickets
 from tf_fsm.views.file_events import observe
 from tf_fsm.views.status import tracked_tickets

@@ -1,0 +1,84 @@
+"""Where a project's ticket stores keep their records: the one place a backend is chosen.
+
+`storage.backend` in the settings (`files`, the default, or `memory`), or a command's
+`--store` flag, which wins. Every caller opens stores through `ticket_stores` (or
+`open_store` for one ticket).
+
+* `files`: TicketStore, pi-ticketflow's files under `workflow.knowledgeDir`.
+* `memory`: MemoryStore, this process's memory only (namespace: the knowledge directory).
+  Refused where other processes must see the records (the backlog loop's workers, `watch`,
+  `ui`): `memory_refused` says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tf_fsm.errors import UsageError
+from tf_fsm.settings.load import LoadedSettings, knowledge_dir
+from tf_fsm.storage.memory import MemoryStore
+from tf_fsm.storage.protocol import Store
+from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.ticket_id import TICKET_ID_RE
+
+FILES, MEMORY = "files", "memory"
+
+
+class Stores:
+    """A project's stores: `stores(ticket_id)` opens one (the id validated first)."""
+
+    def __init__(self, knowledge: Path, backend: str) -> None:
+        self.knowledge, self.backend = knowledge, backend
+        self._open: Callable[[str], Store] = (
+            (lambda ticket_id: MemoryStore(str(knowledge), ticket_id))
+            if backend == MEMORY
+            else (lambda ticket_id: TicketStore(knowledge, ticket_id))
+        )
+
+    def __call__(self, ticket_id: str) -> Store:
+        return self._open(ticket_id)
+
+    def ticket_ids(self) -> list[str]:
+        """The tickets that have records, sorted (those that ever ran or were locked)."""
+        if self.backend == MEMORY:
+            from tf_fsm.storage.memory import namespace
+
+            return sorted(namespace(str(self.knowledge)).tickets)
+        base = self.knowledge / "tickets"
+        try:
+            return sorted(p.name for p in base.iterdir() if TICKET_ID_RE.fullmatch(p.name))
+        except OSError:
+            return []
+
+
+def backend_of(settings: LoadedSettings, backend: str | None = None) -> str:
+    """The backend a command uses: its `--store` flag, else `storage.backend`."""
+    return backend if backend is not None else settings.settings.storage.backend
+
+
+def ticket_stores(root: Path, settings: LoadedSettings, backend: str | None = None) -> Stores:
+    """The one way to open a project's ticket stores: `workflow.knowledgeDir` resolved and
+    checked against the project once (tf_fsm.settings.load.knowledge_dir), the backend chosen
+    (`backend_of`), then a store per ticket id (each id validated before it is used)."""
+    return Stores(knowledge_dir(root, settings), backend_of(settings, backend))
+
+
+def open_store(
+    root: Path, settings: LoadedSettings, ticket_id: str, backend: str | None = None
+) -> Store:
+    """One ticket's store in the project at `root` (see `ticket_stores`)."""
+    return ticket_stores(root, settings, backend)(ticket_id)
+
+
+def memory_refused(settings: LoadedSettings, backend: str | None, what: str) -> None:
+    """UsageError (exit 2) when the chosen backend is `memory` and `what` (a command or a
+    mode of one) needs other processes to see the ticket's records."""
+    if backend_of(settings, backend) != MEMORY:
+        return
+    source = "--store memory" if backend is not None else "storage.backend is \"memory\""
+    raise UsageError(
+        f"{source}: {what} needs the ticket's records shared with other processes, which the "
+        "memory store keeps in one process; use the files store (`--store files`, or "
+        "storage.backend \"files\")"
+    )
