@@ -14,7 +14,7 @@ from typing import cast
 
 import pytest
 
-from tests.conformance.stores import STORES, Holders
+from tf_fsm.conformance.stores import BACKENDS, Holders
 from tf_fsm.errors import InvalidTicketIdError, TicketLockedError
 from tf_fsm.storage.store import (
     TicketStore,
@@ -146,7 +146,7 @@ def test_failure_at_the_rename_removes_the_temp_file(files: Path) -> None:
 def holder(store: TicketStore, tmp_path: Path) -> Iterator[Holders]:
     held = Holders()
     try:
-        held.start(STORES["TicketStore"], tmp_path, store.ticket_id)
+        held.start(BACKENDS["TicketStore"].spec, tmp_path, store.ticket_id)
         yield held
     finally:
         held.close()

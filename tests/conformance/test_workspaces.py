@@ -30,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.stores import API_KEY
 from tests.conformance.workspaces import (
     FILES,
     PHASES,
@@ -47,6 +46,7 @@ from tests.conformance.workspaces import (
     worktrees,
 )
 from tests.gitrepo import git, isolate, status
+from tf_fsm.conformance.stores import API_KEY
 from tf_fsm.core import journal as ev
 from tf_fsm.engine.api import OutcomeStatus, RunTree
 from tf_fsm.engine.orchestrator import TicketRun

@@ -190,7 +190,7 @@ class MemoryStore:
     # --- artifacts ---------------------------------------------------------------------
 
     def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> None:
-        self.files.path(name)  # the name checked, as a file store checks it
+        self.files.check_name(name)  # refused as every store refuses it
         data = self.redactor(text).encode("utf-8")
         found = self._rec.named.get(name)
         if not (only_if_changed and found is not None and found[0] == data):
