@@ -80,6 +80,18 @@ def add_ticket_command(p: argparse.ArgumentParser, epilog: str, json_help: str, 
     p.set_defaults(func=func)
 
 
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    """`--store files|memory`: where the ticket's records are kept, over `storage.backend`
+    (docs/settings.md)."""
+    parser.add_argument(
+        "--store",
+        choices=("files", "memory"),
+        default=None,
+        help="where the ticket's records are kept: files (pi-ticketflow's, the default) or "
+        "memory (this process only: nothing is left on disk); default: storage.backend",
+    )
+
+
 def add_worktree_argument(parser: argparse.ArgumentParser) -> None:
     """`--worktree/--no-worktree`: run tickets in their own git worktree, or in the project's
     tree (default: the settings decide; docs/workspaces.md)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from tf_fsm.cli.common import (
     add_global_arguments,
+    add_store_argument,
     add_worktree_argument,
     print_json,
     project_root,
@@ -126,12 +127,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _print_plan(root, ticket_id, args)
     _end_orphans()
     options = _worker_options(args, root, ticket_id)
+    settings = _run_settings(root, args)
     with run_interrupts():  # SIGTERM interrupts a run as Ctrl-C does
-        outcome = run_ticket(root, ticket_id, options, observer=ConsoleObserver())
+        outcome = run_ticket(
+            root, ticket_id, options, settings=settings, observer=ConsoleObserver()
+        )
     if args.json:
         print_json(_outcome_json(outcome))
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
+
+
+def _run_settings(root: Path, args: argparse.Namespace) -> Any:
+    """The run's settings, with `--store` over `storage.backend`; a loop's worker is refused
+    the memory store (the loop and the other workers are other processes)."""
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.backends import memory_refused, with_backend
+
+    settings = load_settings(root, record=True)
+    if args.ralph is not None:
+        memory_refused(settings, args.store, "a backlog loop's worker")
+    return with_backend(settings, args.store)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -143,7 +159,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
     settings = load_settings(root)
-    store = open_store(root, settings, ticket_id)
+    store = open_store(root, settings, ticket_id, args.store)
     state = store.load_retry_state()
     if state is None or not state.has_open_attempt:
         raise UsageError(
@@ -177,9 +193,10 @@ def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
     from tf_fsm.engine.orchestrator import QuietObserver, TicketRun
     from tf_fsm.executors import make_executor
     from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.backends import with_backend
     from tf_fsm.views.plan import plan
 
-    settings = load_settings(root)
+    settings = with_backend(load_settings(root), args.store)
     run = TicketRun(
         root,
         ticket_id,
@@ -320,6 +337,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="print the outcome (or, with --plan, the plan) as JSON on stdout",
     )
     add_worktree_argument(p)
+    add_store_argument(p)
     # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock;
     # `--parallel`: the loop runs several tickets at once (worktrees unless the settings say no)
     p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)

@@ -33,9 +33,11 @@ def cmd_ralph(args: argparse.Namespace) -> int:
     from tf_fsm.loop.records import LoopOptions
     from tf_fsm.settings.load import load_settings
     from tf_fsm.settings.schema import MAX_ITERATIONS, MAX_WORKERS
+    from tf_fsm.storage.backends import memory_refused
 
     root = project_root(args)
     settings = load_settings(root, record=not args.dry_run)  # --dry-run writes nothing
+    memory_refused(settings, None, "the backlog loop (its workers are separate processes)")
     for warning in settings.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     ralph = settings.settings.ralph
@@ -58,9 +60,12 @@ def cmd_ralph(args: argparse.Namespace) -> int:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.backends import memory_refused
     from tf_fsm.watch.watcher import Watch  # imports watchdog: only for this command
 
     root = project_root(args)
+    memory_refused(load_settings(root), None, "watch (it sees runs of other processes)")
     return Watch(root, ticket_ids(args.tickets), once=args.once, json_lines=args.json).run()
 
 

@@ -26,8 +26,11 @@ def add_ui_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
+    from tf_fsm.settings.load import load_settings
+    from tf_fsm.storage.backends import memory_refused
     from tf_fsm.ui.server import serve
 
+    memory_refused(load_settings(project_root(args)), None, "ui (it shows runs of other processes)")
     if not 0 <= args.port <= 65535:
         from tf_fsm.errors import UsageError
 

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from tf_fsm.errors import UsageError
@@ -55,6 +56,15 @@ class Stores:
 def backend_of(settings: LoadedSettings, backend: str | None = None) -> str:
     """The backend a command uses: its `--store` flag, else `storage.backend`."""
     return backend if backend is not None else settings.settings.storage.backend
+
+
+def with_backend(settings: LoadedSettings, backend: str | None) -> LoadedSettings:
+    """`settings` with `storage.backend` set to `backend` (a command's `--store`), for
+    everything the command opens; as they are when `backend` is None."""
+    if backend is None:
+        return settings
+    storage = settings.settings.storage.model_copy(update={"backend": backend})
+    return replace(settings, settings=settings.settings.model_copy(update={"storage": storage}))
 
 
 def ticket_stores(root: Path, settings: LoadedSettings, backend: str | None = None) -> Stores:
