@@ -58,6 +58,7 @@ from tf_fsm.executors.command import CommandExecutor
 from tf_fsm.settings.load import settings_from_dict
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.store import TicketStore
+from tf_fsm.storage.ticket_files import TicketFiles
 
 PHASES_PER_LIFECYCLE = 13
 # The writes pi-ticketflow's formats require of this lifecycle: per attempt review.md,
@@ -94,7 +95,7 @@ PARTS: tuple[tuple[str, Any, str], ...] = (
     ("command executor (environment, output files)", CommandExecutor, "invoke"),
     ("prompt render", PromptLibrary, "render"),
     ("artifact writes (prompt/log copies, reports)", TicketStore, "write_artifact"),
-    ("agent files", TicketStore, "redact_agent_file"),
+    ("agent files", TicketFiles, "take"),
     ("views", TicketStore, "save_retry_state"),
     ("views", TicketStore, "save_view"),
     ("journal", TicketStore, "append_events"),

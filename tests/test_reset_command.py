@@ -165,9 +165,10 @@ def test_reset_retries_names_the_backup_after_the_time_given(project: Path) -> N
     at = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
     done = reset_retries(project, "pt-1", now=at)
     s = store(project)
-    assert done.backup == s.dir / "retry-state.json.bak.20260304T050607Z"
+    assert done.backup == "retry-state.json.bak.20260304T050607Z"
+    assert done.backup_at == str(s.dir / done.backup)  # where it is, for people and --json
     assert (done.ticket_id, done.retry_count_before, done.repaired) == ("pt-1", 3, [])
-    assert done.backup.is_file() and not s.retry_state_path.exists()
+    assert (s.dir / done.backup).is_file() and not s.retry_state_path.exists()
     again = reset_retries(project, "pt-1", now=at)
     assert (again.backup, again.retry_count_before) == (None, None)
 
