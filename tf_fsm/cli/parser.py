@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         simplify_tickets=False,
         final_review_loop=False,
         ralph=None,
+        store=None,  # an attempt to resume is in the files: a memory store has none
     )
 
     p = add("reset", "reset a ticket's retries without running it: the next run is attempt 1")

@@ -159,7 +159,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
     settings = load_settings(root)
-    store = open_store(root, settings, ticket_id, args.store)
+    store = open_store(root, settings, ticket_id)
     state = store.load_retry_state()
     if state is None or not state.has_open_attempt:
         raise UsageError(
