@@ -1,7 +1,7 @@
 """The conformance suites catch what they are for: each suite, run in a pytest process of its
 own against its deliberately broken implementations (broken_workspaces.py,
-broken_executors.py), must fail every one of them. A promise a suite stops checking shows
-here as a mutant it no longer catches.
+broken_executors.py, broken_stores.py), must fail every one of them. A promise a suite stops
+checking shows here as a mutant it no longer catches.
 
 Each mutant leaves the run at its first failing test (conftest.py), so a run costs about what
 the suite costs up to the test that catches the last mutant.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance import broken_executors, broken_workspaces
+from tests.conformance import broken_executors, broken_stores, broken_workspaces
 from tests.conformance.conftest import CAUGHT_ENV, MUTANTS_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 SUITES = {
     "workspaces": ("tests/conformance/test_workspaces.py", sorted(broken_workspaces.BROKEN)),
     "executors": ("tests/conformance/test_executors.py", sorted(broken_executors.BROKEN)),
+    "stores": ("tests/conformance/test_store.py", sorted(broken_stores.BROKEN)),
 }
 
 
