@@ -2,7 +2,7 @@
 (the journal), its artifacts as sanitized HTML, the gate's feedback, the models each attempt
 ran and where they came from, its git workspace, and the tail of its newest agent log.
 
-Every file is read through the ticket's store (`TicketStore.artifact_path`: a symlink in the
+Every file is read through the ticket's store (`store.files.path`: a symlink in the
 ticket directory cannot lead a read elsewhere) and only by names from the phase/artifact table,
 so no path a request names is ever opened."""
 
