@@ -155,10 +155,6 @@ class TicketStore:
 
     # --- artifacts ------------------------------------------------------------------------
 
-    def artifact_path(self, name: str) -> Path:
-        """Where artifact `name` is (`files.path`): TicketStore's own, for its tests and tools."""
-        return self.files.path(name)
-
     def write_artifact(self, name: str, text: str, only_if_changed: bool = False) -> None:
         """Write an artifact, redacted and atomically, not fsynced: its sha256 goes into the
         journal with the phase's completion (`take_written`). `only_if_changed` leaves an
@@ -182,7 +178,7 @@ class TicketStore:
 
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
-        path = self.artifact_path(name)
+        path = self.files.path(name)
         try:
             data = path.read_bytes()
             mtime = path.stat().st_mtime_ns
@@ -192,7 +188,7 @@ class TicketStore:
 
     def read_artifact(self, name: str) -> str | None:
         try:
-            data = self.artifact_path(name).read_bytes()
+            data = self.files.path(name).read_bytes()
         except FileNotFoundError:
             return None
         return data.decode("utf-8", errors="replace")
