@@ -41,7 +41,8 @@ class Stores:
         return self._open(ticket_id)
 
     def ticket_ids(self) -> list[str]:
-        """The tickets that have records, sorted (those that ever ran or were locked)."""
+        """The tickets that have records, sorted (files: a ticket directory; memory: a ticket
+        opened in this process)."""
         if self.backend == MEMORY:
             from tf_fsm.storage.memory import namespace
 
