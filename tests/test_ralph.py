@@ -22,7 +22,7 @@ from tests.conftest import run_cli, run_with_terminal_stderr
 from tests.e2e.conftest import alive
 from tf_fsm.core.state import EscalationRecord, finish_attempt, new_state, start_attempt
 from tf_fsm.loop.progress_file import PROGRESS_MARKER, ProgressFile, RunResult, entry_lines
-from tf_fsm.loop.worker import last_error, lock_holder, stop_server
+from tf_fsm.loop.worker import last_error, stop_server
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.store import TicketStore
 from tf_fsm.tk.tickets import new_ticket
@@ -352,7 +352,7 @@ def test_ctrl_c_stops_cleanly_and_the_ticket_resumes(proj: Project, target: str)
     assert "interrupted" in out
     attempt = proj.state("pt-1")["attempts"][-1]
     assert (attempt["status"], attempt["phase"]) == ("in_progress", "implement")
-    assert lock_holder(proj.store("pt-1")) == 0  # released
+    assert proj.store("pt-1").lock_holder() is None  # released
     for pid in map(int, proj.children.read_text().split()):
         assert not alive(pid), "the hanging agent's child outlived the run"
     progress = proj.progress()
@@ -447,7 +447,7 @@ def test_a_refused_worker_never_touches_the_outcome_of_the_one_holding_the_lock(
         loop._launch(plan)
         holder = loop.running.pop("pt-1")
         deadline = time.monotonic() + 20
-        while lock_holder(proj.store("pt-1")) <= 0:
+        while (proj.store("pt-1").lock_holder() or 0) <= 0:
             assert time.monotonic() < deadline, "the first worker never took the lock"
             time.sleep(0.02)
         loop._launch(plan)

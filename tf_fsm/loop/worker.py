@@ -22,13 +22,6 @@ from tf_fsm.process.strays import mark_alive
 from tf_fsm.storage import lock as _ticket_lock
 from tf_fsm.storage.store import TicketStore
 
-
-def lock_holder(store: TicketStore) -> int:
-    """0 when nobody holds the ticket's lock, else the holder's pid (-1 if unknown). Only a
-    probe: the worker takes the lock for real and may still be refused (exit 75)."""
-    return _ticket_lock.lock_holder(store.dir)
-
-
 LOCKED = "locked by another process"
 #: how long a new loop waits for the workers of a killed loop to stop (they stop by themselves)
 ORPHAN_WAIT_SECONDS = 15.0
@@ -73,7 +66,7 @@ def orphaned_workers(knowledge: Path, stores: Callable[[str], TicketStore]) -> l
             store = stores(owner.parent.name)
         except InvalidTicketIdError:
             continue
-        holder = lock_holder(store)
+        holder = store.lock_holder()
         if holder and orphaned_loop(store) is not None:
             found.append(f"{store.ticket_id} (pid {holder})")
     return found
@@ -170,6 +163,18 @@ def running_phase(journal: Path, attempt: int) -> str | None:
             phase = event.get("phase")
             return phase if isinstance(phase, str) else None
     return None
+
+
+def peek_state(store: TicketStore) -> dict[str, Any] | None:
+    """The ticket's retry state as plain JSON (`read_state_json`), no model built."""
+    return read_state_json(store.retry_state_path)
+
+
+def current_phase(store: TicketStore) -> str | None:
+    """The phase the ticket's open attempt last started (None when no attempt is open: a
+    worker not started yet still shows the previous one), from the journal's end."""
+    last = open_attempt(peek_state(store))
+    return None if last is None else running_phase(store.journal_path, last.get("attemptNumber", 0))
 
 
 # -- starting workers ------------------------------------------------------------------------

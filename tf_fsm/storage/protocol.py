@@ -186,3 +186,7 @@ class Store(Protocol):
         the ticket's files or directory are deleted while it is held. `note` and `loop` describe
         the holder (`loop`: the backlog loop it works for). Once held, temp files left by a
         writer killed mid-write are removed and journaled (StaleTempFilesRemoved)."""
+
+    def lock_holder(self) -> int | None:
+        """None when nobody holds the ticket's lock, else the holder's pid (-1 if unknown).
+        Only a probe, which takes nothing: a run takes the lock for real and may be refused."""

@@ -50,7 +50,7 @@ from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.journal_file import JournalFile
-from tf_fsm.storage.lock import hold_lock, sweep_temp_files
+from tf_fsm.storage.lock import hold_lock, lock_holder, sweep_temp_files
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_json, redacted_line, redacted_lines
 from tf_fsm.storage.retry_file import parse_retry_state
@@ -395,6 +395,11 @@ class TicketStore:
                     )
                 )
             yield
+
+    def lock_holder(self) -> int | None:
+        """None when nobody holds the ticket's lock, else the holder's pid (-1 if unknown).
+        Only a probe, which takes nothing: a run takes the lock for real and may be refused."""
+        return lock_holder(self.dir) or None
 
 
 def _now() -> str:
