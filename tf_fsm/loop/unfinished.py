@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from tf_fsm.core.ticket import TicketView
+from tf_fsm.core.ticket_rules import is_closed
 from tf_fsm.errors import InvalidTicketIdError, TfFsmError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.settings.load import LoadedSettings
@@ -69,7 +70,7 @@ def unfinished_merges(
     for name in sorted(_with_workspace(root, settings)):
         try:
             ticket = tickets.read(root, name)
-            if ticket.status != "closed":
+            if not is_closed(ticket.status):
                 continue  # tk ready lists it
             view = loop_view(root, settings, stores(name), ticket)
         except (InvalidTicketIdError, TfFsmError):

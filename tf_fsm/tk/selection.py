@@ -109,7 +109,7 @@ def unclosed_deps(rec: TkRecord, backlog: Backlog) -> list[str]:
     return [
         dep
         for dep in rec.dep_list()
-        if (found := records.get(dep)) is None or found.status != "closed"
+        if (found := records.get(dep)) is None or not is_closed(found.status)
     ]
 
 
@@ -214,7 +214,7 @@ def show(backlog: Backlog, path: Path) -> str:
     blocking = sorted(  # once per mention, as tk's loop over the deps does
         r.id
         for r in recs.values()
-        if r.status != "closed"
+        if not is_closed(r.status)
         for d in r.deps.split(",")
         if d == target
     )
