@@ -248,13 +248,38 @@ def test_state_and_failure_class_are_one_answer(seen: tuple[str, Seen]) -> None:
         assert s.board[1] == f"{s.view.failure_class or 'failed'}: resumable"
 
 
+#: how the cases whose last attempt blocked ran it: with `--once` (as the loop's workers do)
+#: or not (the run chains attempts while the decision allows)
+RAN_ONCE = {
+    "blocked, retries left": True,
+    "budget stopped": True,
+    "locked": True,
+    "retries exhausted": False,
+    "same failure": False,
+}
+
+
 def test_the_run_goes_straight_on_only_as_the_decision_says(seen: tuple[str, Seen]) -> None:
-    """The orchestrator's chaining and the blocked attempt's journaled `autoRetry` are one
-    answer (tf_fsm.core.ticket_rules.goes_straight_on) with the step every caller reads."""
+    """The blocked attempt's journaled `autoRetry` (engine/attempt.py), the run's chaining
+    (engine/orchestrator.py) and the step every caller reads are one answer
+    (tf_fsm.core.ticket_rules.goes_straight_on)."""
     name, s = seen
-    if s.view.state != "blocked":
+    if name not in RAN_ONCE:
         return
+    lines = open_store(s.project, load_settings(s.project), "pt-1").journal_path.read_text()
+    journal = [json.loads(line) for line in lines.splitlines()]
+    blocks = [(i, e) for i, e in enumerate(journal) if e["event"] == "TicketBlocked"]
+    assert blocks, name
+    for i, block in blocks:  # the run started the next attempt at once exactly when it said so
+        started = [e for e in journal[i:] if e["event"] == "AttemptStarted"]
+        chained = (
+            bool(started)
+            and started[0]["attempt"] == block["attempt"] + 1
+            and (started[0]["trigger"] == "quality_gate")
+        )
+        assert chained is block["autoRetry"], (name, block)
     settings = load_settings(s.project)
-    chained = goes_straight_on(settings, False, s.view.step)
-    assert chained is (s.view.step.action == "new_attempt"), (name, s.view.step)
-    assert goes_straight_on(settings, True, s.view.step) is False  # --once never chains
+    last = blocks[-1][1]
+    assert goes_straight_on(settings, RAN_ONCE[name], s.view.step) is last["autoRetry"], name
+    # what a run without --once would do now: go on exactly when the decision starts one
+    assert goes_straight_on(settings, False, s.view.step) is (s.view.step.action == "new_attempt")
