@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.machine import AWAITING_MERGE, CLOSED, ERROR, MERGING, phase_of
+from tf_fsm.core.machine import AWAITING_MERGE, BLOCKED, CLOSED, ERROR, MERGING, phase_of
 from tf_fsm.core.ticket_rules import is_closed
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _place_state(view: TicketView, held: bool) -> tuple[str, str]:
         return "error", f"{view.failure_class or 'failed'}: resumable"
     if view.refusal is not None:
         return "human", REFUSED_NOTES[view.refusal]
-    if view.step.action == "new_attempt":
+    if state == BLOCKED:
         return "blocked", f"{view.retries_left} retries left"
     return "waiting", view.step.reason or state
 
