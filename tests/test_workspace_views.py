@@ -149,18 +149,14 @@ def test_status_shows_a_kept_workspace_and_none_for_a_shared_tree_ticket(
 
 def test_state_words_and_the_merging_state() -> None:
     from tf_fsm.core.state import Attempt
-    from tf_fsm.views.status import lifecycle_state, state_words
+    from tf_fsm.core.ticket_rules import lifecycle_state
+    from tf_fsm.views.status import state_words
 
-    base = {"skip": False, "failureClass": None, "status": "active", "phase": None}
-    assert state_words({**base, "state": "in_progress.fix", "phase": "fix"}) == (
-        "in_progress at fix"
-    )
-    assert state_words({**base, "state": "error", "failureClass": "merge_conflict"}) == (
-        "error (merge_conflict)"
-    )
-    assert state_words({**base, "state": "blocked"}) == "blocked"
-    assert state_words({**base, "state": "blocked", "skip": True}) == "exhausted"
-    assert state_words({**base, "state": "initial", "status": None}) == "no ticket state"
+    assert state_words("in_progress.fix", "active", None, False) == "in_progress at fix"
+    assert state_words("error", "active", "merge_conflict", False) == "error (merge_conflict)"
+    assert state_words("blocked", "active", None, False) == "blocked"
+    assert state_words("blocked", "active", None, True) == "exhausted"
+    assert state_words("initial", None, None, False) == "no ticket state"
     now = {"ts": "2026-11-22T12:00:00.000Z", "ticket": "t-1", "attempt": 1}
     cur = Attempt.model_validate(
         {"attemptNumber": 1, "startedAt": "2026-11-22T12:00:00Z", "status": "in_progress",

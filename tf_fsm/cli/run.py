@@ -154,7 +154,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """`run`, restricted to a ticket whose current attempt is in progress or in error."""
     from tf_fsm.settings.load import load_settings
     from tf_fsm.storage.backends import open_store
-    from tf_fsm.views.status import next_step
+    from tf_fsm.views.status import next_words, ticket_view
 
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
@@ -164,7 +164,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if state is None or not state.has_open_attempt:
         raise UsageError(
             f"{ticket_id}: nothing to resume (no attempt in progress or in error); "
-            f"next: {next_step(store, state, settings, root=root)}; use `tf-fsm run {ticket_id}`"
+            f"next: {next_words(ticket_view(root, settings, ticket_id, store), settings)}; "
+            f"use `tf-fsm run {ticket_id}`"
         )
     return cmd_run(args)
 

@@ -36,6 +36,17 @@ def test_the_lock_is_exclusive_across_processes(
     _refused(store, proc.pid)  # a refusal takes nothing: the holder still holds it
 
 
+def test_lock_holder_names_the_holder_and_takes_nothing(
+    spec: str, root: Path, store: Store, holders: Holders
+) -> None:
+    assert store.lock_holder() is None
+    proc = holders.start(spec, root, store.ticket_id)
+    assert store.lock_holder() == proc.pid
+    _refused(store, proc.pid)  # the probe took nothing
+    holders.release(proc)
+    assert store.lock_holder() is None
+
+
 @pytest.mark.parametrize("end", ["release", "kill"])
 def test_the_lock_is_free_once_the_holder_releases_it_or_is_sigkilled(
     spec: str, root: Path, store: Store, holders: Holders, end: str

@@ -12,22 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.artifacts import invocations
-from tf_fsm.core.resume import attempt_events as latest_attempt_events
 from tf_fsm.core.state import Attempt, RetryState
+from tf_fsm.core.ticket_rules import attempt_events, attempt_failure_class, since_reset
 from tf_fsm.engine.api import Outcome
-from tf_fsm.executors.failures import BUDGET, QUALITY
+from tf_fsm.executors.failures import BUDGET
 from tf_fsm.executors.usage import Usage
 from tf_fsm.settings.load import LoadedSettings
 
 if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
-
-
-def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
-    resets = [i for i, e in enumerate(events) if isinstance(e, ev.RetryStateReset)]
-    return events[resets[-1] + 1 :] if resets else events
 
 
 def usage_of(events: Sequence[ev.Event]) -> Usage | None:
@@ -44,32 +38,8 @@ def ticket_usage(events: Sequence[ev.Event]) -> Usage | None:
     return usage_of(since_reset(events))
 
 
-def attempt_events(events: Sequence[ev.Event], number: int) -> Sequence[ev.Event]:
-    """The events of the latest attempt numbered `number` (numbers restart after a close)."""
-    return latest_attempt_events(since_reset(events), number)
-
-
-def merge_under_way(events: Sequence[ev.Event], number: int) -> bool:
-    """Did attempt `number`'s merge begin and not end: its last merge step a MergeStarted or
-    a MergeRebased (a run killed in the merge queue, or one merging now)?"""
-    from tf_fsm.core import workspace_events as wev
-
-    steps = (wev.MergeStarted, wev.MergeRebased, wev.MergeCompleted, wev.MergeRefused)
-    mine = [e for e in attempt_events(events, number) if isinstance(e, steps)]
-    return bool(mine) and isinstance(mine[-1], wev.MergeStarted | wev.MergeRebased)
-
-
 def replace_current(state: RetryState, attempt: Attempt) -> RetryState:
     return state.model_copy(update={"attempts": [*state.attempts[:-1], attempt]})
-
-
-def failure_class(events: Sequence[ev.Event], status: str) -> str | None:
-    if status == "blocked":
-        return QUALITY
-    if status != "error":
-        return None
-    failed = [e for e in events if isinstance(e, ev.PhaseFailed | wev.MergeRefused)]
-    return failed[-1].failureClass if failed else None
 
 
 def with_accounting(run: RunContext, state: RetryState, status: str) -> RetryState:
@@ -79,7 +49,7 @@ def with_accounting(run: RunContext, state: RetryState, status: str) -> RetrySta
     if cur is None:
         return state
     events = attempt_events(run.store.read_events().events, cur.attemptNumber)
-    usage, cls = usage_of(events), failure_class(events, status)
+    usage, cls = usage_of(events), attempt_failure_class(events, status)
     data = cur.to_json_dict()
     if usage is not None:
         data["usage"] = usage.to_json()
@@ -218,11 +188,9 @@ __all__ = [
     "BUDGET",
     "BudgetCheck",
     "BudgetProbe",
-    "attempt_events",
     "budget_check",
     "budget_reason",
     "budget_verdict",
-    "failure_class",
     "forecast",
     "refused_by_budget",
     "ticket_usage",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.escalation import should_retry
 from tf_fsm.core.machine import (
     AWAITING_MERGE,
     BLOCKED,
@@ -22,9 +21,11 @@ from tf_fsm.core.machine import (
     phase_of,
     state_of_attempt,
 )
-from tf_fsm.core.next_step import awaiting_reason
+from tf_fsm.core.next_step import Step, awaiting_reason, next_step
 from tf_fsm.core.resume import merge_held
 from tf_fsm.core.state import RetryState, finish_attempt, update_current
+from tf_fsm.core.ticket import decision_facts
+from tf_fsm.core.ticket_rules import goes_straight_on
 from tf_fsm.engine import same_failure
 from tf_fsm.engine.accounting import budget_check, with_accounting
 from tf_fsm.engine.context import AttemptContext, prior_failure
@@ -158,12 +159,7 @@ def _finish(
     if closed:
         _journal_once(run, attempt, ev.TicketClosed, retryCountBefore=before)
     else:
-        auto = (
-            run.settings.workflow.escalation.enabled
-            and not run.options.once
-            and should_retry(ended, run.settings)
-            and getattr(budget_check(run, ended), "refusal", None) is None
-        )
+        auto = goes_straight_on(run.settings, run.options.once, _after_blocked(run, ended))
         summary = prior_failure(
             ended, run.store.read_artifact, list(run.settings.workflow.failOn), run.store.redactor
         )
@@ -180,6 +176,17 @@ def _finish(
     if closed:  # tk is told last (edit_ticket makes the journal durable first)
         run.close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
     return state, status, runner.gate_reason
+
+
+def _after_blocked(run: RunContext, ended: RetryState) -> Step:
+    """What runs after the attempt that just blocked (its ending not journaled yet)."""
+    facts = decision_facts(
+        run.store, run.settings, ended, tk_file=lambda: run.ticket,
+        journal=lambda: run.store.read_events().events,
+        budget_refusal=lambda: getattr(budget_check(run, ended), "refusal", None),
+        retry_trigger=run.options.retry_trigger,
+    )  # fmt: skip
+    return next_step(facts)
 
 
 def _journal_once(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.conflicts import unfinished_resolution
-from tf_fsm.engine.accounting import merge_under_way
+from tf_fsm.core.ticket_rules import merge_under_way
 from tf_fsm.workspace import checkpoint, conflicts
 from tf_fsm.workspace.git import rebase_in_progress
 from tf_fsm.workspace.model import Workspace

@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.escalation import next_tier, phase_plan, resolve, retries_left
-from tf_fsm.core.machine import AttemptFacts
 from tf_fsm.core.next_step import Facts, next_step
-from tf_fsm.core.resume import ResumePoint, gate_decided
+from tf_fsm.core.resume import ResumePoint
 from tf_fsm.core.state import (
     RetryState,
     new_state,
     reopen_attempt,
     start_attempt,
 )
-from tf_fsm.engine import context, same_failure
+from tf_fsm.core.ticket import decision_facts
+from tf_fsm.core.ticket_rules import chains_attempts, goes_straight_on
+from tf_fsm.engine import attempt_setup, context, same_failure
 from tf_fsm.engine.accounting import BudgetProbe, refused_by_budget
 from tf_fsm.engine.api import MergeRefusal, RunTree
 from tf_fsm.engine.api import Observer as Observer
@@ -36,13 +36,13 @@ from tf_fsm.engine.api import OutcomeStatus as OutcomeStatus
 from tf_fsm.engine.api import QuietObserver as QuietObserver
 from tf_fsm.engine.api import RunOptions as RunOptions
 from tf_fsm.engine.attempt import run_attempt
-from tf_fsm.engine.context import AttemptContext, journaled_prior_failure
+from tf_fsm.engine.context import AttemptContext
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.engine.reset import rebuilt, repair_and_reset
 from tf_fsm.engine.ticket_file import close_ticket, shown_path
 from tf_fsm.engine.tree import SharedTree
-from tf_fsm.engine.worktree import hold_merge, left_tree, merge_facts, open_tree
+from tf_fsm.engine.worktree import hold_merge, left_tree, open_tree
 from tf_fsm.errors import UsageError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import sync_filesystems
@@ -160,10 +160,9 @@ class TicketRun:
     ) -> Facts:
         """What the decision of what runs next looks at, as this run sees it (`run --plan`
         asks with the same facts)."""
-        return Facts(
-            self.ticket_id, state, self.settings, tk_file=lambda: self.ticket,
-            journal=lambda: events, look=self.store.seen,
-            gate_decided=lambda: gate_decided(self.store), budget_refusal=budget,
+        return decision_facts(
+            self.store, self.settings, state, tk_file=lambda: self.ticket,
+            journal=lambda: events, budget_refusal=budget,
             retry_trigger=self.options.retry_trigger, merge_requested=self.options.merge,
         )  # fmt: skip
 
@@ -213,11 +212,12 @@ class TicketRun:
             if step.refusal in ("retries_exhausted", "no_attempt_allowed"):
                 self._exhausted(state)
                 return self.outcome(state, "exhausted", runs, reason)
-            if not self.settings.workflow.escalation.enabled or self.options.once:
-                return self.outcome(state, "blocked", runs, reason)
-            if step.refusal == "budget" and budget.check is not None:
+            chains = chains_attempts(self.settings, self.options.once)
+            if chains and step.refusal == "budget" and budget.check is not None:
                 refused = refused_by_budget(self, state, budget.check)
                 return dataclasses.replace(refused, attempts_run=runs)
+            if not goes_straight_on(self.settings, self.options.once, step):
+                return self.outcome(state, "blocked", runs, reason)
             attempt, state = self._begin(state, step.trigger or "quality_gate")
             runs += 1
 
@@ -253,31 +253,7 @@ class TicketRun:
 
     def new_attempt_context(self, state: RetryState | None, trigger: str) -> AttemptContext:
         """What the next new attempt would run with (read-only; `run --plan` shows it)."""
-        number = state.next_attempt_number if state else 1
-        tier = next_tier(state, self.settings)  # the curve's, or above it after a same failure
-        resolution = resolve(
-            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
-        )
-        plan = phase_plan(number, self.settings, self.options.research, resolution)
-        facts = AttemptFacts(
-            self.ticket_id,
-            attempt=number,
-            # the machine's `start`/`retry` guard checks it again (the next step allowed it)
-            retries_left=retries_left(state, self.settings),
-            runs=frozenset(p for p, (runs, _) in plan.items() if runs),
-        )
-        facts.merges, facts.held = merge_facts(self, None)
-        prior = (
-            journaled_prior_failure(
-                state, self.store.read_events().events, self.store.read_artifact,
-                list(self.settings.workflow.failOn), self.store.redactor,
-            )
-            if state
-            else None
-        )  # fmt: skip
-        if prior is not None and self.tree.kept:
-            prior["kept"] = self.tree.kept  # where a `reset` rollback kept its commits
-        return AttemptContext(number, trigger, resolution, plan, facts, prior)
+        return attempt_setup.new_attempt(self, state, trigger)
 
     def _begin(self, state: RetryState | None, trigger: str) -> tuple[AttemptContext, RetryState]:
         head = self.tree.begin_attempt(self, state)  # a rollback happens here
@@ -385,27 +361,7 @@ class TicketRun:
     ) -> AttemptContext:
         """The open attempt `number` as it resumes at `point` (read-only; `run --plan` shows
         it)."""
-        attempt = self.attempt_from_context(number, trigger, tier)
-        attempt.facts.resume_phase = point.phase
-        attempt.finished = point.finished and point.phase == "close"
-        attempt.ending = point.ending if attempt.finished else None
-        return attempt
-
-    def attempt_from_context(
-        self, number: int, trigger: str, tier: int | None = None
-    ) -> AttemptContext:
-        """The resumed attempt runs with the models, tier and plan it started with."""
-        resolution = resolve(
-            number, self.settings, frontmatter=self.prompts.frontmatter(), tier=tier
-        )
-        plan = phase_plan(number, self.settings, self.options.research, resolution)
-        runs = frozenset(p for p, (r, _) in plan.items() if r)
-        facts = AttemptFacts(self.ticket_id, attempt=number, runs=runs)
-        facts.merges, facts.held = merge_facts(self, number)
-        fresh = AttemptContext(number, trigger, resolution, plan, facts)
-        path = self.store.files.path(CHAIN_CONTEXT)
-        saved = context.load_saved(path)
-        return context.restore(saved, fresh, path, self.store.redactor)
+        return attempt_setup.resumed_attempt(self, number, trigger, tier, point)
 
 
 def run_ticket(

@@ -17,8 +17,8 @@ from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.machine import MERGE_PHASE
 from tf_fsm.core.next_step import merges_now
 from tf_fsm.core.resume import merge_began
+from tf_fsm.core.ticket_rules import attempt_events
 from tf_fsm.engine import mirror
-from tf_fsm.engine.accounting import attempt_events
 from tf_fsm.engine.branch_state import fork_point, rebase_in, recover_merge, restarted
 from tf_fsm.errors import UsageError, WorkspaceError
 from tf_fsm.fs.confine import check_within

@@ -22,14 +22,13 @@ from pathlib import Path
 from types import FrameType
 
 from tf_fsm.core.escalation import resolve
-from tf_fsm.core.next_step import next_step
+from tf_fsm.core.machine import ERROR
 from tf_fsm.errors import CorruptStateError, InvalidTicketIdError, TicketError
-from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.fs.atomic import append_durably, make_dirs
 from tf_fsm.loop.overlap import KeptApart
 from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
-from tf_fsm.loop.unfinished import FINISHING, loop_facts, unfinished_merges
+from tf_fsm.loop.unfinished import FINISHING, error_policy, loop_view, unfinished_merges
 from tf_fsm.loop.view import Reporter, planned_trees
 from tf_fsm.loop.worker import (
     LOCKED,
@@ -50,8 +49,6 @@ from tf_fsm.storage.backends import ticket_stores
 from tf_fsm.tk import selection, tickets
 
 RALPH_DIR = Path(".tf/ralph")
-#: an attempt the merge queue refused: a person acts first, so the loop does not rerun it
-MERGE_FAILURES = frozenset({MERGE_CONFLICT, MERGE_REFUSED})
 
 
 @dataclass
@@ -116,40 +113,29 @@ class Loop:
         return [r for r in unfinished + ready if r.id not in self.running]
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
-        """Run it, or why not; reads only this ticket's files. The decision of what runs next
-        (tf_fsm.core.next_step) as the loop's worker (`run --ralph`) meets it, the ticket file
-        parsed first as `run` does, and the loop's own policy on top."""
+        """Run it, or why not; reads only this ticket's files. Its read model (the decision of
+        what runs next, tf_fsm.core.next_step) as the loop's worker (`run --ralph`) meets it,
+        the ticket file parsed first as `run` does, and the loop's own policy on top."""
         if rec.id in self.no_rerun:
             return Skip(self.no_rerun[rec.id])
         if rec.path.stem != rec.id:
             return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
         try:
             store = self.store(rec.id)
-            ticket = tickets.read(self.root, rec.id)
-            state = store.load_retry_state()
-            step = next_step(loop_facts(self.settings, store, ticket, state))
+            view = loop_view(self.root, self.settings, store, tickets.read(self.root, rec.id))
         except InvalidTicketIdError as exc:
             return Skip(str(exc))
         except CorruptStateError as exc:
             return Skip(f"corrupt {exc.path.name}: {exc.problem}")
         except TicketError as exc:
             return Skip(f"malformed ticket file: {exc}")
-        if step.refused:
-            return Skip(step.reason)
-        cur = state.current if state else None
-        from_error = step.action == "resume" and cur is not None and cur.status == "error"
-        if from_error and cur is not None:
-            if cur.failureClass in MERGE_FAILURES and not self.options.resume_errors:
-                return Skip(cur.reason or "the merge was refused")  # it says what to do
-            if not self.options.resume_errors:
-                return Skip(
-                    f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
-                    "--resume-errors resumes it"
-                )
-            if rec.id in self.resumed:
-                return Skip(f"attempt {cur.attemptNumber} failed again after being resumed")
-        if holder := store.lock_holder():
-            return Skip(locked_reason(store, holder))
+        if view.skip_reason is not None:
+            return Skip(view.skip_reason)
+        step, from_error = view.step, view.step.action == "resume" and view.state == ERROR
+        if from_error and (why := error_policy(view, self.options.resume_errors, self.resumed)):
+            return Skip(why)
+        if view.lock_holder is not None:
+            return Skip(locked_reason(store, view.lock_holder))
         number = step.attempt or 1
         # no new attempt when it only finishes what it began: that is its trigger
         trigger = step.action if step.action in FINISHING else step.trigger

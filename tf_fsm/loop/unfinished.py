@@ -1,5 +1,5 @@
-"""Tickets the loop must finish although tk calls them closed, and the decision of what runs
-next for a ticket as the loop's worker meets it.
+"""Tickets the loop must finish although tk calls them closed, and a ticket's read model as
+the loop's worker meets it.
 
 In a workspace, the merge commit that puts a ticket on the base branch also closes its tk
 file; the run records the merge just after, then removes the ticket's worktree and branch
@@ -12,38 +12,53 @@ to finish: the merge is found and recorded, the worktree and branch are removed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
+from collections.abc import Callable, Collection
 from pathlib import Path
 
-from tf_fsm.core.next_step import Facts, next_step
-from tf_fsm.core.resume import gate_decided
-from tf_fsm.core.state import RetryState
-from tf_fsm.engine.accounting import unpriced_refusal
+from tf_fsm.core.ticket import TicketView
+from tf_fsm.core.ticket_rules import is_closed
 from tf_fsm.errors import InvalidTicketIdError, TfFsmError
+from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.protocol import Store
 from tf_fsm.tk import tickets
-from tf_fsm.views.status import readable_journal
+from tf_fsm.views.status import ticket_view
 from tf_fsm.workspace.git import Git, repository_root
 from tf_fsm.workspace.model import worktrees_dir
 
 #: the steps that finish what a ticket began, never a new attempt: a plan's trigger names them
 FINISHING = frozenset({"resume", "close_tk", "remove_workspace"})
+#: an attempt the merge queue refused: a person acts first, so the loop does not rerun it
+MERGE_FAILURES = frozenset({MERGE_CONFLICT, MERGE_REFUSED})
 
 
-def loop_facts(
-    settings: LoadedSettings, store: Store, ticket: tickets.Ticket, state: RetryState | None
-) -> Facts:
-    """What the decision of what runs next looks at, as the loop's worker (`run --ralph`)
-    meets it; the journal read once, and only if the decision needs it."""
-    journal = cache(lambda: readable_journal(store))  # a bad line: run names it
-    return Facts(
-        store.ticket_id, state, settings, tk_file=lambda: ticket, journal=journal,
-        look=store.seen, gate_decided=lambda: gate_decided(store),
-        budget_refusal=lambda: unpriced_refusal(settings, state, journal),
-        retry_trigger="ralph_retry",
-    )  # fmt: skip
+def loop_view(
+    root: Path, settings: LoadedSettings, store: Store, ticket: tickets.Ticket
+) -> TicketView:
+    """The ticket's read model as the loop's worker (`run --ralph`) meets it: the tk file as
+    it parsed it, its retries recorded as `ralph_retry`."""
+    return ticket_view(
+        root, settings, store.ticket_id, store, tk_file=lambda: ticket, retry_trigger="ralph_retry"
+    )
+
+
+def error_policy(view: TicketView, resume_errors: bool, resumed: Collection[str]) -> str | None:
+    """Why the loop leaves the ticket's attempt in error alone (None: it resumes it): a merge
+    the merge queue refused waits for a person, any other error for `--resume-errors`, and
+    an attempt is resumed once per loop."""
+    cur = view.retry_state.current if view.retry_state else None
+    if cur is None:
+        return None
+    if view.failure_class in MERGE_FAILURES and not resume_errors:
+        return cur.reason or "the merge was refused"  # it says what to do
+    if not resume_errors:
+        return (
+            f"attempt {cur.attemptNumber} failed in {cur.phase or 'a phase'} (error); "
+            "--resume-errors resumes it"
+        )
+    if view.ticket_id in resumed:
+        return f"attempt {cur.attemptNumber} failed again after being resumed"
+    return None
 
 
 def unfinished_merges(
@@ -55,14 +70,12 @@ def unfinished_merges(
     for name in sorted(_with_workspace(root, settings)):
         try:
             ticket = tickets.read(root, name)
-            if ticket.status != "closed":
+            if not is_closed(ticket.status):
                 continue  # tk ready lists it
-            store = stores(name)
-            state = store.load_retry_state()
-            step = next_step(loop_facts(settings, store, ticket, state)) if state else None
+            view = loop_view(root, settings, stores(name), ticket)
         except (InvalidTicketIdError, TfFsmError):
             continue  # not a ticket's workspace, or its files say why elsewhere (`status`)
-        if step is not None and step.action in FINISHING:
+        if view.status is not None and view.step.action in FINISHING:
             found.append(name)
     return found
 

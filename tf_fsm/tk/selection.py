@@ -21,10 +21,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tf_fsm.core.ticket_rules import ACTIVE, is_closed, is_ready
 from tf_fsm.errors import ShowError
 from tf_fsm.tk.backlog import Backlog, TkRecord
-
-ACTIVE = ("open", "in_progress")
 
 # What awk (mawk, Debian's and Ubuntu's awk) takes for a number in a field: decimal, with
 # optional sign, exponent and surrounding blanks, and hexadecimal. "inf"/"nan" stay strings.
@@ -110,21 +109,21 @@ def unclosed_deps(rec: TkRecord, backlog: Backlog) -> list[str]:
     return [
         dep
         for dep in rec.dep_list()
-        if (found := records.get(dep)) is None or found.status != "closed"
+        if (found := records.get(dep)) is None or not is_closed(found.status)
     ]
 
 
 def ready(backlog: Backlog, assignee: str | None = None, tag: str | None = None) -> list[Line]:
     """`tk ready -a ASSIGNEE -T TAG`, in tk's order."""
     records = backlog.records
-    # A dep is met when its ticket is closed; "" counts as met because tk skips empty items.
-    met = {"", *(tid for tid, rec in records.items() if rec.status == "closed")}
+    # the rule is tf_fsm.core.ticket_rules.is_ready; the ids tk calls closed, found once
+    closed = {tid for tid, rec in records.items() if is_closed(rec.status)}
     out: list[Line] = []
     filtered = bool(assignee or tag)
     for rec in records.values():  # the whole backlog: the cheap tests come first
         if rec.status not in ACTIVE or (filtered and not _wanted(rec, assignee, tag)):
             continue
-        if not rec.deps or met.issuperset(rec.deps.split(",")):
+        if is_ready(rec.status, rec.deps.split(",") if rec.deps else (), closed):
             joined = f"{rec.priority}|{rec.id}|{rec.status}|{rec.title}"
             out.append(Line(rec, tuple(joined.split("|"))))
     return tk_sort(out)
@@ -215,7 +214,7 @@ def show(backlog: Backlog, path: Path) -> str:
     blocking = sorted(  # once per mention, as tk's loop over the deps does
         r.id
         for r in recs.values()
-        if r.status != "closed"
+        if not is_closed(r.status)
         for d in r.deps.split(",")
         if d == target
     )

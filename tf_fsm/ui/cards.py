@@ -1,17 +1,20 @@
 """One card of the board: a ticket's column and what its card shows, from its tk record and
-its state as `tf-fsm status` reads it (`views.status.ticket_status`: the next-step decision,
-the retries left and the spend are that one answer, not a second copy here)."""
+its read model (tf_fsm.core.ticket.TicketView, as `tf-fsm status` reads it: the next-step
+decision, the refusal, the hand-off, the failure class and the spend are those answers, not a
+second copy here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core.machine import AWAITING_MERGE, BLOCKED, CLOSED, ERROR, MERGING, phase_of
+from tf_fsm.core.ticket_rules import is_closed
 
 if TYPE_CHECKING:
+    from tf_fsm.core.ticket import TicketView
     from tf_fsm.settings.load import LoadedSettings
     from tf_fsm.tk.backlog import TkRecord
 
@@ -31,8 +34,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 class StateFacts:
     """What a ticket's state files say, read once per change of those files."""
 
-    row: dict[str, Any]  # `ticket_status`
-    waiting: bool  # the current attempt waits for a hand-off artifact
+    view: TicketView | None  # None: state tf_fsm refuses to read (`error` says why)
+    error: str | None
     roles: tuple[str, ...]  # the running phase's roles
     models: tuple[str, ...]  # their models (as the attempt chose them)
     phase_since: str | None  # when the phase started (the journal's timestamp)
@@ -62,27 +65,26 @@ def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFac
     """The ticket's state facts (read-only). State tf_fsm refuses to read (a corrupt
     `retry-state.json`, a symlink out of the project) is a card in error that says why, as
     `tf-fsm status` lists it, not a board that stops."""
-    from tf_fsm.engine.accounting import attempt_events
+    from tf_fsm.core.ticket_rules import attempt_events
     from tf_fsm.errors import TfFsmError
     from tf_fsm.storage.backends import open_store
-    from tf_fsm.views.status import readable_journal, ticket_status
+    from tf_fsm.views.status import readable_journal, ticket_view
 
     store = open_store(root, settings, ticket_id)
     try:
-        row = ticket_status(root, settings, ticket_id, store)
+        view = ticket_view(root, settings, ticket_id, store)
     except TfFsmError as exc:
-        row = {"state": "corrupt", "status": "corrupt", "error": str(exc)}
-        return StateFacts(row, False, (), (), None, (), ())
+        return StateFacts(None, str(exc), (), (), None, (), ())
     events = readable_journal(store)  # the store's journal cache: not decoded again
     # the current attempt's own events (a run's ViewSaved/ViewsSynced carry no attempt)
-    current = attempt_events(events, row["attempt"]) if row.get("attempt") else []
+    current = attempt_events(events, view.attempt) if view.attempt else []
     started = next((e for e in current if isinstance(e, ev.AttemptStarted)), None)
     phase = next((e for e in reversed(current) if isinstance(e, ev.PhaseStarted)), None)
     roles = tuple(phase.roles) if phase else ()
     chosen = (started.models or {}) if started else {}
     return StateFacts(
-        row=row,
-        waiting=bool(current) and isinstance(current[-1], ev.PhaseWaiting),
+        view=view,
+        error=None,
         roles=roles,
         models=tuple(chosen.get(r, {}).get("model", "?") for r in roles),
         phase_since=phase.ts if phase else None,
@@ -96,42 +98,47 @@ def place(
 ) -> tuple[str, str]:
     """(column, note) of a ticket. `ready`: tk ready would list it; `held`: a run holds its
     lock now."""
-    row = facts.row if facts else None
-    if row is not None and row.get("error"):  # said even when tk has it closed
-        return "error", f"unreadable state: {row['error']}"
-    if record is not None and record.status == "closed":
+    if facts is not None and facts.error is not None:  # said even when tk has it closed
+        return "error", f"unreadable state: {facts.error}"
+    view = facts.view if facts else None
+    if record is not None and is_closed(record.status):
         return "closed", "closed in tk"
-    if row is None or row.get("status") is None or row["state"] == CLOSED:
+    if view is None or view.status is None or view.state == CLOSED:
         if record is None:
-            return ("closed", "no ticket file") if row else ("waiting", "no ticket file")
-        reopened = " (reopened)" if row and row["state"] == CLOSED else ""
+            return ("closed", "no ticket file") if view else ("waiting", "no ticket file")
+        reopened = " (reopened)" if view and view.state == CLOSED else ""
         return ("ready", f"tk ready{reopened}") if ready else ("waiting", "open dependencies")
-    return _place_state(row, facts, held)
+    return _place_state(view, held)
 
 
-def _place_state(row: dict[str, Any], facts: StateFacts | None, held: bool) -> tuple[str, str]:
-    state = row["state"]
+#: the note of a ticket `run` refuses a new attempt, by the refusal (tf_fsm.core.next_step)
+REFUSED_NOTES = {
+    "same_failure": "the same failure repeated",
+    "budget": "budget spent",
+    "retries_exhausted": "retries exhausted",
+    "no_attempt_allowed": "retries exhausted",
+}
+
+
+def _place_state(view: TicketView, held: bool) -> tuple[str, str]:
+    state = view.state
     if held:
-        return "running", f"at {row.get('phase') or 'start'}"
-    if facts is not None and facts.waiting:
+        return "running", f"at {view.phase or 'start'}"
+    if view.waiting:
         return "human", "waiting for a hand-off artifact"
     if state == AWAITING_MERGE:
         return "human", "passed, waiting for `tf-fsm merge`"
     if phase_of(state) is not None or state == MERGING:
-        return "error", f"interrupted at {row.get('phase')}: resumable"
+        return "error", f"interrupted at {view.phase}: resumable"
     if state == ERROR:
-        if row.get("failureClass") == "merge_conflict":
+        if view.failure_class == "merge_conflict":
             return "human", "merge conflict"
-        return "error", f"{row.get('failureClass') or 'failed'}: resumable"
-    if state == BLOCKED and row.get("skip"):
-        if row.get("sameFailure"):
-            return "human", "the same failure repeated"
-        if row.get("failureClass") == "budget":
-            return "human", "budget spent"
-        return "human", "retries exhausted"
+        return "error", f"{view.failure_class or 'failed'}: resumable"
+    if view.refusal is not None:
+        return "human", REFUSED_NOTES[view.refusal]
     if state == BLOCKED:
-        return "blocked", f"{row.get('retriesLeft')} retries left"
-    return "waiting", str(row.get("next") or state)
+        return "blocked", f"{view.retries_left} retries left"
+    return "waiting", view.step.reason or state
 
 
 def make_card(
@@ -144,7 +151,7 @@ def make_card(
     held: bool,
 ) -> Card:
     column, note = place(record, facts, ready, held)
-    row = facts.row if facts else {}
+    view = facts.view if facts else None
     running = column == "running" and facts is not None
     return Card(
         id=ticket_id,
@@ -153,11 +160,11 @@ def make_card(
         note=note,
         tags=tuple(record.tag_list()) if record else (),
         assignee=record.assignee if record else "",
-        attempt=row.get("attempt"),
+        attempt=view.attempt if view else None,
         max_attempts=settings.max_retries,
-        cost=row.get("costUsd"),
+        cost=view.budget.spent if view else None,
         budget=settings.workflow.escalation.maxCostUsd,
-        phase=row.get("phase") if running else None,
+        phase=view.phase if running and view else None,
         roles=facts.roles if running and facts else (),
         models=facts.models if running and facts else (),
         since=facts.phase_since if running and facts else None,

@@ -16,8 +16,8 @@ from tf_fsm.core import machine as fsm
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.artifacts import RESOLUTION_REVIEW_PHASE, RESOLVE_PHASE
 from tf_fsm.core.reports import PREEXISTING
+from tf_fsm.core.ticket_workspace import rebased_shas
 from tf_fsm.errors import TicketError
-from tf_fsm.views.workspace_status import rebased_shas
 
 if TYPE_CHECKING:
     from tf_fsm.storage.protocol import Store
@@ -243,9 +243,9 @@ def _edges() -> frozenset[Key]:
 def load_history(root: Path, ticket_id: str) -> tuple[History, Store]:
     """Read-only: the ticket's journal replayed, its current state from retry-state.json."""
     from tf_fsm.core.resume import live_phase
+    from tf_fsm.core.ticket_rules import lifecycle_state
     from tf_fsm.settings.load import load_settings
     from tf_fsm.storage.backends import open_store
-    from tf_fsm.views.status import lifecycle_state
 
     store = open_store(root, load_settings(root), ticket_id)
     if store.journal_size() is None:

@@ -13,24 +13,21 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 # redaction regex) and the detection regexes cost more start-up than the whole command may
 # take (benchmarks/bench_startup.py).
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable
 
     from tf_fsm.core.journal import Event
     from tf_fsm.core.next_step import TkFile
-    from tf_fsm.core.state import Attempt, RetryState
+    from tf_fsm.core.state import RetryState
+    from tf_fsm.core.ticket import TicketView
     from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.backlog import TkRecord
 
 
-#: how `next` starts when `run` would refuse the ticket (and the loop skips it)
+#: how `next` starts when `run` would refuse the ticket (and the loop skips it): wording
+#: only, `skip` is the decision's own answer (TicketView.skip)
 NOTHING = "nothing: "
 #: the status column of `retryCount` out of `maxRetries`: blocked attempts since the last close
 BLOCKED_ATTEMPTS = "blocked attempts"
-
-
-def refuses(upcoming: str) -> bool:
-    """`skip`: the next step is nothing (one decision, `next_step`, gives both)."""
-    return upcoming.startswith(NOTHING)
 
 
 def blocked_attempts(count: int, cap: int, closed: bool) -> str:
@@ -83,75 +80,84 @@ def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> 
     expected = ticket_path(root, record.id)
     if not expected.is_file():
         why = f"its id is {record.id} but its file is {record.path.name} (run reads {expected})"
-        row["next"] = f"{NOTHING}{why}"
-        row["skip"] = refuses(row["next"])
+        row["next"], row["skip"] = f"{NOTHING}{why}", True
     return row
 
 
 def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
     """The row of a backlog ticket `run` refuses before reading any state."""
-    upcoming = f"{NOTHING}{why}"
     return {
-        "ticket": ticket_id, "next": upcoming, "state": None, "status": None, "attempt": None,
-        "retryCount": None, "maxRetries": None, "skip": refuses(upcoming), "escalatedRoles": [],
+        "ticket": ticket_id, "next": f"{NOTHING}{why}", "state": None, "status": None,
+        "attempt": None, "retryCount": None, "maxRetries": None, "skip": True, "escalatedRoles": [],
         "lastFailure": None, "workspace": None,
     }  # fmt: skip
+
+
+def ticket_view(
+    root: Path,
+    settings: LoadedSettings,
+    ticket_id: str,
+    store: Store | None = None,
+    *,
+    tk_file: Callable[[], TkFile] | None = None,
+    retry_trigger: str = "manual_retry",
+) -> TicketView:
+    """The ticket's read model (tf_fsm.core.ticket), with this project's reads: the tk file
+    as `run` reads it (or `tk_file`, already read), the budget as `run` decides it with an
+    agent CLI (no prices), the usage the journal's invocations reported. `store`: the
+    ticket's store if the caller has it open (its journal is read once); `retry_trigger`: how
+    the caller's retry is recorded (the loop's workers: `ralph_retry`)."""
+    from tf_fsm.core.ticket import Reads, read_ticket
+    from tf_fsm.engine.accounting import ticket_usage, unpriced_refusal
+    from tf_fsm.storage.backends import open_store
+
+    store = store or open_store(root, settings, ticket_id)
+    reads = Reads(
+        tk_file=tk_file or (lambda: _tk_file(root, ticket_id)),
+        budget_refusal=lambda state, journal: unpriced_refusal(settings, state, journal),
+        usage=ticket_usage,
+        exists=lambda path: Path(path).is_dir(),
+        retry_trigger=retry_trigger,
+    )
+    return read_ticket(store, settings, reads)
 
 
 def ticket_status(
     root: Path, settings: LoadedSettings, ticket_id: str, store: Store | None = None
 ) -> dict[str, Any]:
-    """`store`: the ticket's store if the caller has it open (its journal is read once)."""
-    from tf_fsm.core.escalation import retries_left
-    from tf_fsm.core.resume import live_phase
-    from tf_fsm.storage.backends import open_store
-    from tf_fsm.views.workspace_status import workspace_of
+    """`status --json`'s row of a ticket: `row` of its read model."""
+    return row(ticket_view(root, settings, ticket_id, store), settings)
 
-    store = store or open_store(root, settings, ticket_id)
-    state = store.load_retry_state()
-    cur = state.current if state else None
-    escalated = cur.escalation.escalated_roles() if cur and cur.escalation else []
-    failure = (
-        next(
-            (
-                a.reason
-                for a in reversed(state.attempts)
-                if a.status in ("blocked", "error") and a.reason
-            ),
-            None,
-        )
-        if state
-        else None
-    )
-    if cur is not None and cur.status == "closed":
-        failure = None
-    events = readable_journal(store)
-    spend = cost_summary(events, state, settings)
-    phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
-    upcoming = next_step(store, state, settings, root, events)
+
+def row(view: TicketView, settings: LoadedSettings) -> dict[str, Any]:
+    """The read model as `status --json` has always printed it (its keys are kept: tests and
+    users read them)."""
+    budget = view.budget
     return {
-        "ticket": ticket_id,
-        "next": upcoming,
-        "state": lifecycle_state(cur, phase, events),
-        "status": state.status if state else None,
-        "phase": phase,
-        "attempt": cur.attemptNumber if cur else None,
-        "trigger": cur.trigger if cur else None,
-        "retryCount": state.retryCount if state else 0,
-        "maxRetries": settings.max_retries,
-        "retriesLeft": retries_left(state, settings),
-        "skip": refuses(upcoming),
-        "escalatedRoles": escalated,
-        "tier": (cur.tier if cur else None),
-        "lastFailure": failure,
-        "failureSignature": cur.failureSignature if cur else None,
+        "ticket": view.ticket_id,
+        "next": next_words(view, settings),
+        "state": view.state,
+        "status": view.status,
+        "phase": view.phase,
+        "attempt": view.attempt,
+        "trigger": view.trigger,
+        "retryCount": view.retry_count,
+        "maxRetries": view.max_retries,
+        "retriesLeft": view.retries_left,
+        "skip": view.skip,
+        "escalatedRoles": list(view.escalated_roles),
+        "tier": view.tier,
+        "lastFailure": view.last_failure,
+        "failureSignature": view.failure_signature,
         #: the short-circuit's decision after the last attempt, when it repeated the one before
-        "sameFailure": (
-            {**cur.sameFailure, "attempt": cur.attemptNumber} if cur and cur.sameFailure else None
-        ),
-        "stopReason": state.stopReason if state else None,
-        **spend,
-        "workspace": workspace_of(events, cur.attemptNumber if cur else None),
+        "sameFailure": view.same_failure,
+        "stopReason": view.stop_reason,
+        "failureClass": view.failure_class,
+        "usage": budget.usage,
+        "costUsd": budget.spent,
+        "maxCostUsd": budget.limit,
+        "budgetLeftUsd": budget.left,
+        "workspace": view.workspace,
     }
 
 
@@ -160,80 +166,20 @@ def ticket_status(
 DONE_WITH = ("closed", "exhausted")
 
 
-def state_words(row: dict[str, Any]) -> str:
-    """A status row's state as one phrase: `in_progress at implement`, `blocked` (retries
-    left), `exhausted` (blocked, and no attempt may run: retries spent, the budget spent or
-    the same failure repeated), `error (merge_conflict)`, `merging`, `awaiting_merge`,
-    `closed`, or `no ticket state` for a ticket never run."""
+def state_words(state: str, status: str | None, failure_class: str | None, skip: bool) -> str:
+    """A ticket's state as one phrase (from its read model): `in_progress at implement`,
+    `blocked` (retries left), `exhausted` (blocked, and no attempt may run: retries spent, the
+    budget spent or the same failure repeated), `error (merge_conflict)`, `merging`,
+    `awaiting_merge`, `closed`, or `no ticket state` for a ticket never run."""
     from tf_fsm.core.machine import BLOCKED, ERROR, phase_of
 
-    state = row["state"]
-    if row.get("status") is None:
+    if status is None:
         return "no ticket state"
     if phase_of(state) is not None:
         return f"in_progress at {phase_of(state)}"
-    if state == ERROR and row.get("failureClass"):
-        return f"error ({row['failureClass']})"
-    return "exhausted" if state == BLOCKED and row["skip"] else str(state)
-
-
-def lifecycle_state(cur: Attempt | None, phase: str | None, events: Sequence[Event]) -> str:
-    """The lifecycle state the ticket's current attempt stands in (derived, never stored):
-    `merging` while its merge is under way (or was, when the run was killed in it),
-    `awaiting_merge` when it passed and its merge waits for `tf-fsm merge`."""
-    from tf_fsm.core.machine import AWAITING_MERGE, MERGING, state_of_attempt
-    from tf_fsm.core.resume import merge_held
-    from tf_fsm.engine.accounting import merge_under_way
-
-    state = state_of_attempt(cur.status if cur else None, phase)
-    if cur is None or cur.status != "in_progress":
-        return state
-    if merge_held(events, cur.attemptNumber):
-        return AWAITING_MERGE
-    return MERGING if merge_under_way(events, cur.attemptNumber) else state
-
-
-def cost_summary(
-    events: list[Event], state: RetryState | None, settings: LoadedSettings
-) -> dict[str, Any]:
-    """Usage and cost summed over the ticket's invocations since the last --retry-reset (the
-    journal has every invocation, restarts and failed ones too), the budget, and the class of
-    the last failure (`budget` when the budget refused the last run)."""
-    from tf_fsm.core import journal as ev
-    from tf_fsm.engine.accounting import since_reset, ticket_usage
-
-    usage = ticket_usage(events)
-    cur = state.current if state else None
-    failure_class = (
-        next(
-            (
-                a.failureClass or ("quality" if a.status == "blocked" else None)
-                for a in reversed(state.attempts)
-                if a.status in ("blocked", "error")
-            ),
-            None,
-        )
-        if state
-        else None
-    )
-    recent = since_reset(events)
-    last_end = max(
-        (i for i, e in enumerate(recent) if isinstance(e, ev.AttemptStarted | ev.AttemptFinished)),
-        default=-1,
-    )
-    if any(isinstance(e, ev.BudgetExhausted) for e in recent[last_end + 1 :]):
-        failure_class = "budget"
-    if cur is not None and cur.status == "closed":
-        failure_class = None
-    budget = settings.workflow.escalation.maxCostUsd
-    spent = usage.cost_usd if usage else 0.0
-    return {
-        "failureClass": failure_class,
-        "usage": usage.to_json() if usage else None,
-        "costUsd": round(spent, 6) if usage else None,
-        "maxCostUsd": budget,
-        "budgetLeftUsd": None if budget is None else round(max(0.0, budget - spent), 6),
-    }
+    if state == ERROR and failure_class:
+        return f"error ({failure_class})"
+    return "exhausted" if state == BLOCKED and skip else state
 
 
 def readable_journal(store: Store) -> list[Event]:
@@ -247,34 +193,10 @@ def readable_journal(store: Store) -> list[Event]:
         return []
 
 
-def next_step(
-    store: Store,
-    state: RetryState | None,
-    settings: LoadedSettings,
-    root: Path | None = None,
-    events: Sequence[Event] | None = None,
-) -> str:
-    """What `tf-fsm run` would do next, and why, in one line (read-only; the decision is
-    tf_fsm.core.next_step's). `root`: the project, whose tk file tells a closed ticket from one
-    whose close the tk file missed or a person reopened (without it: closed). `events`: the
-    journal as status read it (a bad line left out) for the budget and the trigger; a resume
-    point is read as `run` reads it."""
-    from tf_fsm.core.next_step import Facts
-    from tf_fsm.core.next_step import next_step as decide
-    from tf_fsm.core.resume import gate_decided
-    from tf_fsm.engine.accounting import unpriced_refusal
-
-    def journal() -> Sequence[Event]:
-        if state is not None and state.has_open_attempt:
-            return store.read_events().events  # as `run` reads it: a bad line is an error
-        return events if events is not None else readable_journal(store)
-
-    facts = Facts(
-        store.ticket_id, state, settings, tk_file=lambda: _tk_file(root, store.ticket_id),
-        journal=journal, look=store.seen, gate_decided=lambda: gate_decided(store),
-        budget_refusal=lambda: unpriced_refusal(settings, state, journal),
-    )  # fmt: skip
-    step = decide(facts)
+def next_words(view: TicketView, settings: LoadedSettings) -> str:
+    """What `tf-fsm run` would do next, and why, in one line: the read model's step
+    (tf_fsm.core.next_step decides it) in words."""
+    step, state = view.step, view.retry_state
     if step.refused:
         return f"{NOTHING}{step.reason}"
     if step.action == "resume" and step.resume is not None:

@@ -185,13 +185,15 @@ def _ticket_state(root: Path, settings: LoadedSettings, ticket_id: str) -> tuple
     on it any more: closed, exhausted, never run, or its ticket file gone)."""
     from tf_fsm.errors import CorruptStateError
     from tf_fsm.tk.tickets import ticket_path
-    from tf_fsm.views.status import DONE_WITH, state_words, ticket_status
+    from tf_fsm.views.status import DONE_WITH, state_words, ticket_view
 
     if not TICKET_ID_RE.fullmatch(ticket_id):
         return "not a ticket id", 0, False
-    locked = open_store(root, settings, ticket_id).lock_holder() or 0
+    store = open_store(root, settings, ticket_id)
+    locked = store.lock_holder() or 0
     try:
-        words = state_words(ticket_status(root, settings, ticket_id))
+        view = ticket_view(root, settings, ticket_id, store)
+        words = state_words(view.state, view.status, view.failure_class, view.skip)
     except CorruptStateError:
         return "corrupt (see tf-fsm status)", locked, False
     if not ticket_path(root, ticket_id).is_file():

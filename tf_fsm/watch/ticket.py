@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import REPORTS
 from tf_fsm.core.resume import live_phase
+from tf_fsm.core.ticket_rules import waiting_for_handoff
 from tf_fsm.engine.orchestrator import Outcome, run_ticket
 from tf_fsm.errors import TfFsmError, TicketLockedError
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, RETRY_STATE, RUN_RECORDS
@@ -95,20 +96,22 @@ class Awaiting:
 
 
 def awaiting(store: Store) -> Awaiting:
+    """What the ticket waits for: a hand-off artifact (tf_fsm.core.ticket_rules decides it, as
+    for the board), a resume after an error, or a run that is in progress or was cut short."""
     state = store.load_retry_state()
     cur = state.current if state else None
     if cur is None or cur.status not in ("in_progress", "error"):
         return Awaiting("idle", status=cur.status if cur else "not started")
-    n = cur.attemptNumber
-    mine = [e for e in store.read_events().events if e.attempt == n]
+    n, events = cur.attemptNumber, store.read_events().events
     if cur.status == "error":
-        ends = [e.ts for e in mine if isinstance(e, ev.AttemptFinished)]
+        ends = [e.ts for e in events if e.attempt == n and isinstance(e, ev.AttemptFinished)]
         since = int(datetime.fromisoformat(ends[-1]).timestamp() * 1e9) if ends else 0
         return Awaiting("error", n, cur.phase, since_ns=since)
-    last = mine[-1] if mine else None
-    if isinstance(last, ev.PhaseWaiting):
-        return Awaiting("waiting", n, last.phase, Path(last.output), Path(last.promptFile))
+    handoff = waiting_for_handoff(cur, events)
+    if handoff is not None:
+        return Awaiting("waiting", n, handoff.phase, Path(handoff.output), Path(handoff.promptFile))
     # A run in another process right now, or one that died (or was stopped) between phases.
+    mine = [e for e in events if e.attempt == n]
     return Awaiting("interrupted", n, live_phase(n, cur.status, cur.phase, mine))
 
 
