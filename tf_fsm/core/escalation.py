@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tf_fsm.core.state import Attempt, EscalationRecord, RetryState
-from tf_fsm.settings.load import ESCALATION_KEYS, REVIEWER_ROLES, LoadedSettings
+from tf_fsm.settings.loaded import LoadedSettings
+from tf_fsm.settings.roles import REVIEWER_ROLES
+from tf_fsm.settings.schema import ESCALATION_KEYS
 
 _KEY_OF_ROLE = {role: key for key, role in ESCALATION_KEYS.items()}
 
