@@ -31,6 +31,7 @@ from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.unfinished import FINISHING, loop_facts, unfinished_merges
 from tf_fsm.loop.view import Reporter, planned_trees
+from tf_fsm.loop.work import WorkOrder
 from tf_fsm.loop.worker import (
     LOCKED,
     Entry,
@@ -303,16 +304,14 @@ class Loop:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
-        argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
-        if self.options.worktree is not None:
-            argv.append("--worktree" if self.options.worktree else "--no-worktree")
-        if self.options.parallel:
-            argv.append("--parallel")
+        order = WorkOrder(
+            self.root, plan.ticket, self.mark, self.options.worktree, self.options.parallel
+        )
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
         append_durably(log, header.encode(), within=self.root)
         held, out = outcome_file(logs, plan.ticket)
-        proc = WorkerProcess(self.worker, [*argv, "--ralph", self.mark], self.root, out, log, held)
+        proc = WorkerProcess(self.worker, order, self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1
@@ -355,7 +354,7 @@ class Loop:
         plan = worker.plan
         outcome, reason = worker_outcome(out, code, bool(self.stopping))
         if outcome == "failed":
-            reason = log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
+            reason = reason or log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
         result = RunResult.build(

@@ -18,6 +18,7 @@ from typing import Any
 
 from tf_fsm._json_input import load_json
 from tf_fsm.errors import EXIT_INTERRUPTED, EXIT_LOCKED, InvalidTicketIdError
+from tf_fsm.loop.work import WorkDocumentError, WorkOrder, read_report
 from tf_fsm.process.strays import mark_alive
 from tf_fsm.storage import lock as _ticket_lock
 from tf_fsm.storage.store import TicketStore
@@ -35,16 +36,16 @@ ORPHAN_WAIT_SECONDS = 15.0
 
 
 def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str]:
-    """(outcome, reason) of a finished worker: its outcome line (the last JSON object with a
-    `status` on its stdout), else what its exit code says; "failed" with no reason yet when
-    neither tells (the caller reads the log's tail)."""
-    for line in reversed(out.splitlines()):
-        try:
-            parsed = load_json(line)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict) and "status" in parsed:
-            return str(parsed["status"]), str(parsed.get("reason", ""))
+    """(outcome, reason) of a finished worker: its work report (tf_fsm.loop.work, the last line
+    of its stdout), else what its exit code says; "failed" with no reason yet when neither
+    tells (the caller reads the log's tail), or naming what is wrong in a report that cannot
+    be read."""
+    try:
+        report = read_report(out)
+    except WorkDocumentError as exc:
+        return "failed", str(exc)
+    if report is not None:
+        return report.status, report.reason
     if code == EXIT_LOCKED:  # the worker's `tf-fsm run` was refused the lock
         return "locked", LOCKED
     if code in (EXIT_INTERRUPTED, -signal.SIGINT) or stopping:
@@ -178,8 +179,9 @@ def running_phase(journal: Path, attempt: int) -> str | None:
 #: of the worker's entry, which the command that starts the loop gives it)
 PRELOAD = ["tf_fsm.engine.orchestrator", "tf_fsm.executors.command", "jinja2"]
 
-#: a worker's entry: `tf-fsm run`'s arguments in, its exit code out (tf_fsm.cli.run.worker_main)
-Entry = Callable[[list[str]], int]
+#: a worker's entry: its work order in (one JSON document, tf_fsm.loop.work), its exit code out;
+#: it prints its work report on stdout (tf_fsm.cli.run.worker_main)
+Entry = Callable[[str], int]
 
 
 def _server(entry: Entry) -> Any:
@@ -209,10 +211,10 @@ def stop_server() -> None:
         stop()
 
 
-def _serve(entry: Entry, argv: list[str], cwd: str, out: str, log: str) -> None:
-    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
+def _serve(entry: Entry, order: str, cwd: str, out: str, log: str) -> None:
+    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the work report
     the loop reads), stderr appended to the ticket's log, as a `tf-fsm run` process started
-    there would have; `entry` runs it."""
+    there would have; `entry` runs the work order."""
     _stop_with_loop()
     os.chdir(cwd)
     for fd, path, flags in (
@@ -224,7 +226,7 @@ def _serve(entry: Entry, argv: list[str], cwd: str, out: str, log: str) -> None:
         os.dup2(opened, fd)
         os.close(opened)
     try:
-        code = entry(argv)
+        code = entry(order)
     finally:
         # the log is appended to as the run goes; one fsync at the end makes it durable
         sys.stderr.flush()
@@ -292,18 +294,18 @@ def sweep_outcome_files(logs: Path) -> list[str]:
 
 
 class WorkerProcess:
-    """`tf-fsm run <argv>` in a forked worker, through `entry`; the parts of Popen the loop
-    uses. `held` is the locked descriptor of `out` (from `outcome_file`), closed once the
-    outcome is read."""
+    """A work order run in a forked worker, through `entry`; the parts of Popen the loop uses.
+    `held` is the locked descriptor of `out` (from `outcome_file`), closed once the report is
+    read."""
 
     def __init__(
-        self, entry: Entry, argv: list[str], cwd: Path, out: Path, log: Path, held: int
+        self, entry: Entry, order: WorkOrder, cwd: Path, out: Path, log: Path, held: int
     ) -> None:
         self.out, self._held = out, held
         self._process = _server(entry).Process(
             target=_serve,
-            args=(entry, argv, str(cwd), str(out), str(log)),
-            name=f"tf-fsm run {argv}",
+            args=(entry, order.to_json(), str(cwd), str(out), str(log)),
+            name=f"tf-fsm worker {order.ticket}",
         )
         try:
             self._process.start()
