@@ -1,6 +1,6 @@
 """Ralph: the backlog loop. Picks the next ready tk ticket, runs its lifecycle in a worker
-process (`python -m tf_fsm run ID --once`), and goes on until nothing is ready, the iteration
-budget is spent, or Ctrl-C.
+process (one attempt, as `tf-fsm run ID --once`; its work order: tf_fsm.loop.work), and goes on
+until nothing is ready, the iteration budget is spent, or Ctrl-C.
 
 Every ticket runs in its own process (forked from a server with tf_fsm already imported:
 ralph_worker.WorkerProcess) so the per-ticket OS lock (store.lock) is the one guard against a
@@ -122,7 +122,7 @@ class Loop:
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
         """Run it, or why not; reads only this ticket's files. The decision of what runs next
-        (tf_fsm.core.next_step) as the loop's worker (`run --ralph`) meets it, the ticket file
+        (tf_fsm.core.next_step) as the loop's worker (tf_fsm.loop.work) meets it, the ticket file
         parsed first as `run` does, and the loop's own policy on top."""
         if rec.id in self.no_rerun:
             return Skip(self.no_rerun[rec.id])

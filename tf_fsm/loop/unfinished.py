@@ -35,7 +35,7 @@ FINISHING = frozenset({"resume", "close_tk", "remove_workspace"})
 def loop_facts(
     settings: LoadedSettings, store: TicketStore, ticket: tickets.Ticket, state: RetryState | None
 ) -> Facts:
-    """What the decision of what runs next looks at, as the loop's worker (`run --ralph`)
+    """What the decision of what runs next looks at, as the loop's worker (tf_fsm.loop.work)
     meets it; the journal read once, and only if the decision needs it."""
     journal = cache(lambda: readable_journal(store))  # a bad line: run names it
     return Facts(

@@ -1,6 +1,6 @@
-"""The worker side of the backlog loop (`tf-fsm run ID --ralph`), the workers' outcome files,
-and the loop's cheap probes of one ticket's files (lock, retry-state) that never build a
-ticket model."""
+"""The worker side of the backlog loop (what it is told and answers: tf_fsm.loop.work), the
+workers' outcome files, and the loop's cheap probes of one ticket's files (lock, retry-state)
+that never build a ticket model."""
 
 from __future__ import annotations
 
@@ -268,10 +268,10 @@ STALE_OUTCOME_SECONDS = 60.0
 
 
 def outcome_file(logs: Path, ticket: str) -> tuple[int, Path]:
-    """A fresh `.<id>.<random>.out` for one worker's outcome line, and an open descriptor
+    """A fresh `.<id>.<random>.out` for one worker's report (its stdout), and an open descriptor
     holding an exclusive lock on it while this loop may still read it. A file of each run's
     own: two loops over one backlog may start workers for the same ticket (one is refused the
-    ticket lock), and a shared name let the refused one truncate the other's outcome line."""
+    ticket lock), and a shared name let the refused one truncate the other's report."""
     fd, out = tempfile.mkstemp(prefix=f".{ticket}.", suffix=".out", dir=logs)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd, Path(out)
