@@ -27,7 +27,6 @@ class BaseResult:
     started: bool = True  # False: it could not start there, so it says nothing of the base
 
 
-
 @dataclass(frozen=True)
 class Judged:
     blocks: bool
