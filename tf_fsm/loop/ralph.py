@@ -305,7 +305,11 @@ class Loop:
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
         order = WorkOrder(
-            self.root, plan.ticket, self.mark, self.options.worktree, self.options.parallel
+            self.root,
+            plan.ticket,
+            self.mark,
+            worktree=self.options.worktree,
+            parallel=self.options.parallel,
         )
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"

@@ -63,9 +63,9 @@ class Diagnosis:
 
 
 def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[int, Invocation]]:
-    """One invocation per phase and role, on the first attempt of each escalation tier (1, 2
-    and 3: escalation changes models),
-    as an agent working in `cwd` (the project root, or a ticket's worktree) is given them."""
+    """One invocation per phase and role, on the first attempt of each escalation tier (where
+    escalation changes models), as an agent working in `cwd` (the project root, or a ticket's
+    worktree) is given them."""
     ticket_dir = knowledge_dir(root, settings) / "tickets" / SAMPLE_TICKET
     if cwd != root:  # a worktree: the ticket's files at the same relative path inside it
         from tf_fsm.workspace.model import ticket_dir_in
