@@ -577,22 +577,27 @@ def test_a_bad_work_order_is_refused_naming_what_is_wrong(proj: Project) -> None
         ("done\n", "the worker's report: not JSON"),
     ],
 )
-def test_a_bad_work_report_fails_the_run_naming_what_is_wrong(output: str, problem: str) -> None:
+def test_a_bad_work_report_fails_the_run_naming_what_is_wrong(
+    output: str, problem: str, tmp_path: Path
+) -> None:
     from tf_fsm.loop.worker import worker_outcome
 
-    outcome, reason = worker_outcome(output, 0, stopping=False)
+    outcome, reason = worker_outcome(output, 0, False, tmp_path / "pt-1.log")
     assert outcome == "failed"
     assert reason.startswith(problem), reason
 
 
-def test_no_report_leaves_the_exit_code_to_tell() -> None:
+def test_no_report_leaves_the_exit_code_to_tell(tmp_path: Path) -> None:
     from tf_fsm.errors import EXIT_INTERRUPTED, EXIT_LOCKED
     from tf_fsm.loop.worker import LOCKED, worker_outcome
 
-    assert worker_outcome("", EXIT_LOCKED, stopping=False) == ("locked", LOCKED)
-    assert worker_outcome("", EXIT_INTERRUPTED, stopping=False)[0] == "interrupted"
-    assert worker_outcome("", -signal.SIGKILL, stopping=True)[0] == "interrupted"
-    assert worker_outcome("", -signal.SIGKILL, stopping=False) == ("failed", "")
+    log = tmp_path / "pt-1.log"
+    log.write_text("=== tf-fsm ralph: attempt 1 (initial)\ntf-fsm: error: the disk said no\n")
+    assert worker_outcome("", EXIT_LOCKED, False, log) == ("locked", LOCKED)
+    assert worker_outcome("", EXIT_INTERRUPTED, False, log)[0] == "interrupted"
+    assert worker_outcome("", -signal.SIGKILL, True, log)[0] == "interrupted"
+    failed = ("failed", "killed by signal 9: tf-fsm: error: the disk said no")
+    assert worker_outcome("", -signal.SIGKILL, False, log) == failed
 
 
 # --- progress.md -------------------------------------------------------------------------------

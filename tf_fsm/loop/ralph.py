@@ -31,14 +31,12 @@ from tf_fsm.loop.progress_file import RunResult
 from tf_fsm.loop.records import LoopOptions, LoopResult, Plan, Skip
 from tf_fsm.loop.unfinished import FINISHING, loop_facts, unfinished_merges
 from tf_fsm.loop.view import Reporter, planned_trees
-from tf_fsm.loop.work import WorkOrder
 from tf_fsm.loop.worker import (
     LOCKED,
     Entry,
     WorkerProcess,
     lock_holder,
     locked_reason,
-    log_tail,
     open_attempt,
     outcome_file,
     read_state_json,
@@ -304,13 +302,7 @@ class Loop:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
-        order = WorkOrder(
-            self.root,
-            plan.ticket,
-            self.mark,
-            worktree=self.options.worktree,
-            parallel=self.options.parallel,
-        )
+        order = self.options.work_order(self.root, plan.ticket, self.mark)
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
         append_durably(log, header.encode(), within=self.root)
@@ -356,9 +348,8 @@ class Loop:
     def _finish(self, worker: _Worker) -> None:
         out, code = worker.proc.result()
         plan = worker.plan
-        outcome, reason = worker_outcome(out, code, bool(self.stopping))
+        outcome, reason = worker_outcome(out, code, bool(self.stopping), worker.proc.log)
         if outcome == "failed":
-            reason = reason or log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = read_state_json(self.knowledge / "tickets" / plan.ticket / "retry-state.json")
         result = RunResult.build(

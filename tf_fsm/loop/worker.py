@@ -35,11 +35,10 @@ LOCKED = "locked by another process"
 ORPHAN_WAIT_SECONDS = 15.0
 
 
-def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str]:
+def worker_outcome(out: str, code: int, stopping: bool, log: Path) -> tuple[str, str]:
     """(outcome, reason) of a finished worker: its work report (tf_fsm.loop.work, the last line
-    of its stdout), else what its exit code says; "failed" with no reason yet when neither
-    tells (the caller reads the log's tail), or naming what is wrong in a report that cannot
-    be read."""
+    of its stdout), else what its exit code says; "failed" when neither tells, with what is
+    wrong in a report that cannot be read, or the exit code and the end of its `log`."""
     try:
         report = read_report(out)
     except WorkDocumentError as exc:
@@ -50,7 +49,7 @@ def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str
         return "locked", LOCKED
     if code in (EXIT_INTERRUPTED, -signal.SIGINT) or stopping:
         return "interrupted", "interrupted; the attempt is resumable"
-    return "failed", ""
+    return "failed", log_tail(log, code)
 
 
 def locked_reason(store: TicketStore, holder: int) -> str:
@@ -301,7 +300,7 @@ class WorkerProcess:
     def __init__(
         self, entry: Entry, order: WorkOrder, cwd: Path, out: Path, log: Path, held: int
     ) -> None:
-        self.out, self._held = out, held
+        self.out, self.log, self._held = out, log, held
         self._process = _server(entry).Process(
             target=_serve,
             args=(entry, order.to_json(), str(cwd), str(out), str(log)),
@@ -359,10 +358,10 @@ def last_error(lines: list[str]) -> str:
     return Redactor.from_environ(os.environ)("; ".join(said))[:500]
 
 
-def log_tail(logs: Path, ticket: str, code: int) -> str:
+def log_tail(log: Path, code: int) -> str:
     """Why a worker failed outright: its exit code or signal, and what its log last said."""
     try:
-        lines = (logs / f"{ticket}.log").read_text(encoding="utf-8", errors="replace")
+        lines = log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         lines = ""
     how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
