@@ -11,15 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tf_fsm.core.detection import (
-    GateVerdict,
     blocking_counts,
-    evaluate,
     normalize_severity,
     parse_close_summary,
     parse_post_fix_verification,
     parse_review,
 )
 from tf_fsm.core.state import SEVERITIES
+from tf_fsm.core.verdict import GateVerdict, evaluate
 
 CORPUS = Path(__file__).parent / "data" / "detection"
 EXPECTED: dict[str, dict[str, Any]] = json.loads((CORPUS / "expected.json").read_text("utf-8"))

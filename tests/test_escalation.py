@@ -7,16 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tf_fsm.core.escalation import (
-    TIERED_CURVE,
-    AttemptRecord,
-    escalate_from,
-    escalate_none,
-    resolve,
-    retries_left,
-    should_retry,
-    tier_of,
-)
+from tf_fsm.core.curve import TIERED_CURVE, AttemptRecord, escalate_from, escalate_none
+from tf_fsm.core.escalation import resolve, retries_left, should_retry
 from tf_fsm.core.next_step import Facts, next_step
 from tf_fsm.core.state import (
     EscalationRecord,
@@ -111,7 +103,17 @@ def test_policies_compose() -> None:
 
 @pytest.mark.parametrize(("n", "tier"), [(0, 1), (1, 1), (2, 2), (3, 3), (9, 3)])
 def test_tier_of(n: int, tier: int) -> None:
-    assert tier_of(n) == tier
+    assert TIERED_CURVE.tier_of(n) == tier
+
+
+def test_a_curve_carries_its_tiers() -> None:
+    """A tier begins where the curve changes what escalates, and is numbered by that attempt."""
+    assert (TIERED_CURVE.tiers, TIERED_CURVE.top) == ((1, 2, 3), 3)
+    late = escalate_from("fixer", 3) | escalate_from("worker", 5)
+    assert (late.tiers, late.top) == ((1, 3, 5), 5)
+    assert [late.tier_of(n) for n in (1, 2, 3, 4, 5, 9)] == [1, 1, 3, 3, 5, 5]
+    assert (escalate_none().tiers, escalate_none().tier_of(4)) == ((1,), 1)
+    assert [late.attempts_of(t) for t in late.tiers] == ["1", "3", "5+"]
 
 
 def _blocked(state: RetryState, max_retries: int) -> RetryState:

@@ -504,29 +504,6 @@ def test_outcome_files_of_a_killed_loop_are_swept_and_said(proj: Project) -> Non
         live.wait()
 
 
-# --- worker flags ------------------------------------------------------------------------------
-
-
-def test_run_json_and_hidden_ralph_flag(proj: Project) -> None:
-    proj.ticket("pt-1", plan=FIXABLE)
-    args = ("--root", str(proj.root), "run", "pt-1", "--once", "--json")
-    first = run_cli(*args, "--ralph", env=proj.env())
-    assert first.returncode == 3
-    assert json.loads(first.stdout) == {
-        "ticket": "pt-1",
-        "status": "blocked",
-        "attempt": 1,
-        "attemptsRun": 1,
-        "retryCount": 1,
-        "maxRetries": 3,
-        "reason": json.loads(first.stdout)["reason"],
-    }
-    second = run_cli(*args, "--ralph", env=proj.env())
-    assert json.loads(second.stdout)["status"] == "closed"
-    assert [a["trigger"] for a in proj.state("pt-1")["attempts"]] == ["initial", "ralph_retry"]
-    assert "--ralph" not in run_cli("run", "--help").stdout
-
-
 # --- progress.md -------------------------------------------------------------------------------
 
 

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from tf_fsm.core.artifacts import REVIEW_FILES
 from tf_fsm.core.detection import (
-    evaluate,
     extract_findings,
     parse_close_summary,
     parse_post_fix_verification,
@@ -32,6 +31,7 @@ from tf_fsm.core.reports import (
     zero_counts,
 )
 from tf_fsm.core.state import SEVERITIES
+from tf_fsm.core.verdict import evaluate
 
 REVIEWERS = ("reviewer-general", "reviewer-spec-audit", "reviewer-second-opinion")
 

@@ -29,16 +29,8 @@ from tf_fsm.engine.gates import (
 )
 from tf_fsm.settings.load import QualityGate
 from tf_fsm.storage.redact import Redactor
-from tf_fsm.workspace.baseline import (
-    BaseResult,
-    Judged,
-    base_of,
-    baseline,
-    baseline_dir,
-    judge,
-    lookup,
-    names_of,
-)
+from tf_fsm.workspace.baseline import base_of, baseline, baseline_dir, lookup
+from tf_fsm.workspace.judgement import BaseResult, Judged, judge, names_of
 
 #: a gate: each failing test named in failing.txt fails; with --junit it writes report.xml
 #: (an always-passing test `suite::ok` too); each run appends its cwd to the counter file;

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from tf_fsm.cli.common import add_ticket_command, print_json, project_root, ticket_ids
-from tf_fsm.cli.exits import OUTCOME_CODES
+from tf_fsm.cli.common import add_ticket_command, project_root, ticket_ids
 
 MERGE_EPILOG = """\
 merges a ticket whose quality gate passed and whose merge waits (ralph.parallelAutoMerge is
@@ -39,17 +38,10 @@ def add_merge_parser(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from tf_fsm.cli.run import _end_orphans, _outcome_json, _report, run_interrupts
+    from tf_fsm.cli.run import _answer, _run, _run_settings
     from tf_fsm.engine.api import RunOptions
-    from tf_fsm.engine.orchestrator import run_ticket
-    from tf_fsm.views.progress import ConsoleObserver
 
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
-    _end_orphans()
-    with run_interrupts():  # SIGTERM interrupts it as Ctrl-C does: the merge stays resumable
-        outcome = run_ticket(root, ticket_id, RunOptions(merge=True), observer=ConsoleObserver())
-    if args.json:
-        print_json(_outcome_json(outcome))
-        return OUTCOME_CODES[outcome.status]
-    return _report(outcome)
+    settings = _run_settings(root, None)
+    return _answer(_run(root, ticket_id, RunOptions(merge=True), settings), args.json)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 
 def cmd_settings(args: argparse.Namespace) -> int:
+    from tf_fsm.core.curve import TIERED_CURVE
     from tf_fsm.core.escalation import resolve
     from tf_fsm.engine.prompts import PromptLibrary
     from tf_fsm.settings.load import load_settings
@@ -39,7 +40,7 @@ def cmd_settings(args: argparse.Namespace) -> int:
     wf = loaded.workflow
     # A template's frontmatter model outranks the settings mapping, as in a run.
     frontmatter = PromptLibrary(root).frontmatter()
-    tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in (1, 2, 3)}
+    tiers = {n: resolve(n, loaded, frontmatter=frontmatter) for n in TIERED_CURVE.tiers}
     if args.json:
         out: dict[str, Any] = {
             "path": str(loaded.path) if loaded.path else None,
@@ -67,9 +68,10 @@ def cmd_settings(args: argparse.Namespace) -> int:
 
     marks = {"escalated": " *", "frontmatter": " ^"}
     caption = "* escalated, ^ model or thinking from the role's template frontmatter"
-    table = Table("role", "attempt 1", "attempt 2", "attempt 3+", caption=caption)
+    columns = [f"attempt {TIERED_CURVE.attempts_of(n)}" for n in tiers]
+    table = Table("role", *columns, caption=caption)
     for role in loaded.roles:
-        cells = [tiers[n].roles[role] for n in (1, 2, 3)]
+        cells = [tiers[n].roles[role] for n in tiers]
         table.add_row(role, *(f"{c.model}{marks.get(c.source, '')}" for c in cells))
     console().print(table)
     return EXIT_OK

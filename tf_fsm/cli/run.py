@@ -13,9 +13,9 @@ from types import FrameType
 from typing import Any
 
 from tf_fsm.cli.common import (
-    add_global_arguments,
     add_store_argument,
     add_worktree_argument,
+    existing_dir,
     print_json,
     project_root,
     ticket_ids,
@@ -118,36 +118,46 @@ def _report(outcome: Any) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tf_fsm.engine.orchestrator import run_ticket
-    from tf_fsm.views.progress import ConsoleObserver
-
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
     if args.plan:
         return _print_plan(root, ticket_id, args)
-    _end_orphans()
-    options = _worker_options(args, root, ticket_id)
-    settings = _run_settings(root, args)
-    with run_interrupts():  # SIGTERM interrupts a run as Ctrl-C does
-        outcome = run_ticket(
-            root, ticket_id, options, settings=settings, observer=ConsoleObserver()
-        )
-    if args.json:
-        print_json(_outcome_json(outcome))
+    settings = _run_settings(root, args.store)
+    return _answer(_run(root, ticket_id, _run_options(args), settings), args.json)
+
+
+def _answer(outcome: Any, as_json: bool) -> int:
+    """How `run` and `merge` end: the outcome's line, or (--json) the document a loop's worker
+    reports (tf_fsm.loop.work); the outcome's exit code."""
+    if as_json:
+        from tf_fsm.loop.work import WorkReport
+
+        print(WorkReport.of(outcome).to_json())
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
 
 
-def _run_settings(root: Path, args: argparse.Namespace) -> Any:
+def _run_settings(root: Path, store: str | None, worker: bool = False) -> Any:
     """The run's settings, with `--store` over `storage.backend`; a loop's worker is refused
     the memory store (the loop and the other workers are other processes)."""
     from tf_fsm.settings.load import load_settings
     from tf_fsm.storage.backends import memory_refused, with_backend
 
     settings = load_settings(root, record=True)
-    if args.ralph is not None:
-        memory_refused(settings, args.store, "a backlog loop's worker")
-    return with_backend(settings, args.store)
+    if worker:
+        memory_refused(settings, store, "a backlog loop's worker")
+    return with_backend(settings, store)
+
+
+def _run(root: Path, ticket_id: str, options: Any, settings: Any) -> Any:
+    """`run`'s, `merge`'s and a loop worker's run of one ticket: what a killed run left ended
+    first, SIGTERM interrupting it as Ctrl-C does (the attempt or merge stays resumable)."""
+    from tf_fsm.engine.orchestrator import run_ticket
+    from tf_fsm.views.progress import ConsoleObserver
+
+    _end_orphans()
+    with run_interrupts():
+        return run_ticket(root, ticket_id, options, settings=settings, observer=ConsoleObserver())
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -176,18 +186,6 @@ def _end_orphans() -> None:
 
     if ended := end_orphans():
         print(f"tf-fsm: {ended}", file=sys.stderr)
-
-
-def _outcome_json(outcome: Any) -> dict[str, Any]:
-    return {
-        "ticket": outcome.ticket_id,
-        "status": outcome.status,
-        "attempt": outcome.attempt,
-        "attemptsRun": outcome.attempts_run,
-        "retryCount": outcome.retry_count,
-        "maxRetries": outcome.max_retries,
-        "reason": outcome.reason,
-    }
 
 
 def _print_plan(root: Path, ticket_id: str, args: argparse.Namespace) -> int:
@@ -276,20 +274,8 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
 
 
 
-def _worker_options(args: argparse.Namespace, root: Path, ticket_id: str) -> Any:
-    """The run's options; with `run --ralph LOOP` (hidden), as the backlog loop's worker
-    processes run a ticket."""
-    options = _run_options(args)
-    if args.ralph is None:
-        return options
-    import dataclasses
-
-    return dataclasses.replace(options, retry_trigger="ralph_retry", loop=args.ralph or None)
-
-
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
-    """`tf-fsm run`'s arguments: the one definition the full parser and the loop's workers
-    (`worker_main`) both use."""
+    """`tf-fsm run`'s arguments."""
     p.add_argument("ticket")
     p.add_argument("--once", action="store_true", help="run one attempt only, even if it blocks")
     p.add_argument(
@@ -345,15 +331,23 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallel", action="store_true", help=argparse.SUPPRESS)
 
 
-def worker_main(argv: list[str]) -> int:
-    """A backlog loop's worker: `tf-fsm run <argv>` in the forked worker process, parsed with
-    `run`'s own arguments (the whole parser is the CLI's, above the loop) and ended by the
-    one error -> exit code mapping."""
-    parser = argparse.ArgumentParser(prog="tf-fsm run")
-    add_global_arguments(parser)
-    add_run_arguments(parser)
-    args = parser.parse_args(argv)
-    code = run_command(cmd_run, args)
+def worker_main(order: str) -> int:
+    """A backlog loop's worker, in the forked worker process: runs its work order (one JSON
+    document, tf_fsm.loop.work) and prints its work report, one JSON line, on stdout (the
+    loop's outcome file). Ended by the one error -> exit code mapping: an order that cannot be
+    read exits 2 naming what is wrong, with no report."""
+    from tf_fsm.loop.work import WorkOrder, WorkReport
+
+    def work(_: argparse.Namespace) -> int:
+        got = WorkOrder.from_json(order)
+        root = existing_dir(got.root.resolve(), f"the work order's root {got.root}")
+        (ticket_id,) = ticket_ids([got.ticket])
+        settings = _run_settings(root, None, worker=True)
+        outcome = _run(root, ticket_id, got.run_options(), settings)
+        print(WorkReport.of(outcome).to_json())
+        return OUTCOME_CODES[outcome.status]
+
+    code = run_command(work, argparse.Namespace(verbose=False))
     sys.stdout.flush()
     return code
 

@@ -1,87 +1,23 @@
-"""The escalation curve and the retry cap, as small composable policies (pure).
+"""Each attempt's models, the retry cap and the same-failure short-circuit (pure).
 
-Policies are callables of one record, in the manner of tenacity's `stop`/`wait`:
-`escalate_from("fixer", 2) | escalate_from("worker", 3)` is itself a policy. Settings decide
-which roles *may* escalate (a null escalation model means the base model); the curve decides
-which roles escalate on a given attempt. `phase_plan` is the other half of what a retry
-changes: which phases attempt N runs.
+Settings decide which roles *may* escalate (a null escalation model means the base model); the
+curve (tf_fsm.core.curve) decides which roles escalate on a given attempt, and its tiers.
+`phase_plan` is the other half of what a retry changes: which phases attempt N runs.
 """
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tf_fsm.core.curve import TIERED_CURVE, AttemptRecord, EscalationPolicy
 from tf_fsm.core.state import Attempt, EscalationRecord, RetryState
-from tf_fsm.settings.load import ESCALATION_KEYS, REVIEWER_ROLES, LoadedSettings
+from tf_fsm.settings.loaded import LoadedSettings
+from tf_fsm.settings.roles import REVIEWER_ROLES
+from tf_fsm.settings.schema import ESCALATION_KEYS
 
 _KEY_OF_ROLE = {role: key for key, role in ESCALATION_KEYS.items()}
-
-
-@dataclass(frozen=True)
-class AttemptRecord:
-    """What the policies look at: one attempt, seen before it starts."""
-
-    number: int
-    retry_count: int = 0
-    max_retries: int = 3
-
-
-class EscalationPolicy(abc.ABC):
-    """Which roles escalate on an attempt."""
-
-    @abc.abstractmethod
-    def __call__(self, attempt: AttemptRecord) -> frozenset[str]: ...
-
-    def __or__(self, other: EscalationPolicy) -> EscalationPolicy:
-        return escalate_any(self, other)
-
-
-class escalate_from(EscalationPolicy):  # lower case: reads like tenacity
-    """`role` escalates from attempt `first` on."""
-
-    def __init__(self, role: str, first: int) -> None:
-        self.role, self.first = role, first
-
-    def __call__(self, attempt: AttemptRecord) -> frozenset[str]:
-        return frozenset({self.role}) if attempt.number >= self.first else frozenset()
-
-    def __repr__(self) -> str:
-        return f"escalate_from({self.role!r}, {self.first})"
-
-
-class escalate_any(EscalationPolicy):
-    """The union of several policies."""
-
-    def __init__(self, *policies: EscalationPolicy) -> None:
-        self.policies = policies
-
-    def __call__(self, attempt: AttemptRecord) -> frozenset[str]:
-        return frozenset().union(*(p(attempt) for p in self.policies))
-
-    def __repr__(self) -> str:
-        return " | ".join(map(repr, self.policies))
-
-
-class escalate_none(EscalationPolicy):
-    def __call__(self, attempt: AttemptRecord) -> frozenset[str]:
-        return frozenset()
-
-
-#: The default curve: attempt 1 base; attempt 2 fixer; attempt 3+ fixer, second-opinion
-#: reviewer, worker.
-TIERED_CURVE: EscalationPolicy = (
-    escalate_from("fixer", 2)
-    | escalate_from("reviewer-second-opinion", 3)
-    | escalate_from("worker", 3)
-)
-
-
-def tier_of(attempt_number: int) -> int:
-    """The curve's tier: 1 base, 2 fixer, 3 everything configured."""
-    return max(1, min(attempt_number, 3))
 
 
 @dataclass(frozen=True)
@@ -135,7 +71,7 @@ def resolve(
     curve_number = max(attempt_number, tier or 1)
     record = AttemptRecord(curve_number, attempt_number - 1, esc.maxRetries)
     wanted = policy(record) if esc.enabled else frozenset()
-    tier = tier_of(curve_number)
+    tier = policy.tier_of(curve_number)
     roles: dict[str, RoleResolution] = {}
     for role, base in settings.roles.items():
         up = settings.escalated.get(role)
@@ -250,7 +186,6 @@ SameFailureMode = Literal["skip-tier", "stop", "off"]
 #: escalate: the failure survived a change of models and the curve escalates anyway;
 #: retry-top: it survived the step up to the top tier, which gets its second attempt
 SameFailureAction = Literal["skip-tier", "stop", "escalate", "retry-top"]
-TOP_TIER = 3
 Models = tuple[tuple[str, str | None], ...]
 
 
@@ -267,7 +202,8 @@ class TriedAttempt:
     def of(cls, attempt: Attempt) -> TriedAttempt:
         record = attempt.escalation or EscalationRecord.of()
         models = tuple(sorted(EscalationRecord.of(**record.to_json_dict()).to_json_dict().items()))
-        tier = attempt.tier or tier_of(attempt.attemptNumber)  # older files: the curve's tier
+        # older files: the curve's tier
+        tier = attempt.tier or TIERED_CURVE.tier_of(attempt.attemptNumber)
         return cls(attempt.attemptNumber, tier, attempt.failureSignature, models)
 
 
@@ -332,7 +268,7 @@ def tier_models(settings: LoadedSettings) -> dict[int, Models]:
         if seen is settings:
             return dict(models)
     out: dict[int, Models] = {}
-    for tier in range(1, TOP_TIER + 1):
+    for tier in TIERED_CURVE.tiers:
         record = resolve(tier, settings).escalation_record().to_json_dict()
         out[tier] = tuple(sorted(record.items()))
     _TIERS_OF[:] = [(settings, out), *_TIERS_OF[:3]]
@@ -360,7 +296,7 @@ def next_tier(state: RetryState | None, settings: LoadedSettings) -> int:
     tier of the blocked attempt before it (a skipped tier stays skipped), and the short-
     circuit's when it skips a tier."""
     number = state.next_attempt_number if state else 1
-    tier = tier_of(number)
+    tier = TIERED_CURVE.tier_of(number)
     last = state.current if state else None
     if state is None or last is None or last.status != "blocked":
         return tier
@@ -368,4 +304,4 @@ def next_tier(state: RetryState | None, settings: LoadedSettings) -> int:
     decision = detect_same_failure(state, settings)
     if decision is not None and decision.action == "skip-tier" and decision.next_tier:
         tier = max(tier, decision.next_tier)
-    return min(tier, TOP_TIER)
+    return min(tier, TIERED_CURVE.top)

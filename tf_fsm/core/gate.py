@@ -2,7 +2,7 @@
 `workflow.enableQualityGate` on or off, and does a required gate command that still fails
 block on top; with the one sentence that says why. The verify phase decides with it during a
 run (tf_fsm.engine.phases), and `tf-fsm gate` with it from the files the run left
-(tf_fsm.core.detection.evaluate), so both say the same of the same counts. Pure.
+(tf_fsm.core.verdict.evaluate), so both say the same of the same counts. Pure.
 """
 
 from __future__ import annotations

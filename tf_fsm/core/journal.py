@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tf_fsm.core.curve import TIERED_CURVE
 from tf_fsm.core.state import MAX_ATTEMPTS
 
 # The numbers a run writes, bounded as retry-state.json bounds them (tf_fsm.core.state), so a line
@@ -22,8 +23,8 @@ from tf_fsm.core.state import MAX_ATTEMPTS
 Ordinal = Annotated[int, Field(ge=1, le=MAX_ATTEMPTS)]
 #: a retry count or its cap
 Count = Annotated[int, Field(ge=0, le=MAX_ATTEMPTS)]
-#: the escalation tier: 1 base, 2 fixer, 3 everything configured
-Tier = Annotated[int, Field(ge=1, le=3)]
+#: the escalation tier, one of the curve's (tf_fsm.core.curve)
+Tier = Annotated[int, Field(ge=1, le=TIERED_CURVE.top)]
 #: a size, a duration or a number of findings
 NonNegative = Annotated[int, Field(ge=0)]
 

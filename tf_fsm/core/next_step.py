@@ -24,7 +24,7 @@ from tf_fsm.core.escalation import NO_ATTEMPT_ALLOWED, retries_left, stopped
 from tf_fsm.core.resume import Look, ResumePoint, merge_began, merge_held, resume_point
 from tf_fsm.core.state import Attempt, RetryState
 from tf_fsm.core.workspace_events import MergeCompleted, WorkspaceRemoved
-from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.settings.loaded import LoadedSettings
 
 #: already_closed: nothing to do; close_tk: only the tk file's close is missing;
 #: remove_workspace: only the removal of a merged ticket's worktree and branch is missing;

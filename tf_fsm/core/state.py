@@ -15,6 +15,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
+from tf_fsm.core.curve import TIERED_CURVE
+
 # Re-exported: the severities lived here before tf_fsm.settings.severity; callers import them.
 from tf_fsm.settings.severity import SEVERITIES as SEVERITIES
 from tf_fsm.settings.severity import normalize_severity as normalize_severity
@@ -131,9 +133,9 @@ class Attempt(_Record):
     #: class (crash, timeout, killed, provider, agent_error, no_output)
     failureClass: str | None = None
     usage: UsageRecord | None = None
-    #: the escalation tier the attempt ran at (1 base, 2 fixer, 3 all); absent in older files,
+    #: the escalation tier the attempt ran at (tf_fsm.core.curve); absent in older files,
     #: where the tier is the curve's for the attempt number
-    tier: StrictInt | None = Field(default=None, ge=1, le=3)
+    tier: StrictInt | None = Field(default=None, ge=1, le=TIERED_CURVE.top)
     #: digest of the blocked attempt's failure signature (tf_fsm/core/signature.py)
     failureSignature: str | None = None
     #: set when this attempt failed exactly like the one before it: {previousAttempt, action,

@@ -29,7 +29,7 @@ from tf_fsm.core.ticket_rules import (
 )
 from tf_fsm.core.ticket_workspace import workspace_of
 from tf_fsm.errors import CorruptStateError
-from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.settings.loaded import LoadedSettings
 
 
 class TicketSource(Protocol):

@@ -16,7 +16,7 @@ from tf_fsm.core.machine import AWAITING_MERGE, MERGING, state_of_attempt
 from tf_fsm.core.resume import attempt_events as latest_attempt_events
 from tf_fsm.core.resume import merge_held
 from tf_fsm.core.state import Attempt, RetryState
-from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.settings.loaded import LoadedSettings
 
 if TYPE_CHECKING:
     from tf_fsm.core.next_step import Step

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from tf_fsm.engine.api import RunContext
     from tf_fsm.engine.context import AttemptContext
     from tf_fsm.settings.schema import QualityGate, Workflow
-    from tf_fsm.workspace.baseline import BaseResult, Lookup
+    from tf_fsm.workspace.baseline import Lookup
+    from tf_fsm.workspace.judgement import BaseResult
 
 #: renders one prompt: (phase, role, artifact, gate feedback) -> its text
 Render = Callable[..., str]

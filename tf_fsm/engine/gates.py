@@ -28,7 +28,8 @@ from tf_fsm.settings.gate_reports import asks_for_report, report_hint
 from tf_fsm.settings.load import LoadedSettings, QualityGate
 
 if TYPE_CHECKING:  # imported where used: most gate runs need neither (start-up stays fast)
-    from tf_fsm.workspace.baseline import BaseResult, Lookup
+    from tf_fsm.workspace.baseline import Lookup
+    from tf_fsm.workspace.judgement import BaseResult
     from tf_fsm.workspace.junit import Stamp
 
 FEEDBACK_TAIL_LINES = 40
@@ -63,7 +64,7 @@ class GateResult:
         if self.passed:
             return "passed"
         if self.new_failures:  # the blocking reason names the tests this tree broke
-            from tf_fsm.workspace.baseline import names_of
+            from tf_fsm.workspace.judgement import names_of
 
             return f"exit code {self.exit_code}, failing only here: {names_of(self.new_failures)}"
         return f"exit code {self.exit_code}"
@@ -235,7 +236,7 @@ def _run_on_base(gate: QualityGate, tree: Path) -> GateResult:
 
 def judged(result: GateResult, base: BaseResult | None, gate: QualityGate) -> GateResult:
     """The result with its judgement against the base commit (docs/gates.md)."""
-    from tf_fsm.workspace.baseline import judge
+    from tf_fsm.workspace.judgement import judge
 
     verdict = judge((result.passed, result.failing_tests), base, hint=report_hint(gate))
     return replace(

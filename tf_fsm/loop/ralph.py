@@ -1,6 +1,6 @@
 """Ralph: the backlog loop. Picks the next ready tk ticket, runs its lifecycle in a worker
-process (`python -m tf_fsm run ID --once`), and goes on until nothing is ready, the iteration
-budget is spent, or Ctrl-C.
+process (one attempt, as `tf-fsm run ID --once`; its work order: tf_fsm.loop.work), and goes on
+until nothing is ready, the iteration budget is spent, or Ctrl-C.
 
 Every ticket runs in its own process (forked from a server with tf_fsm already imported:
 ralph_worker.WorkerProcess) so the per-ticket OS lock (store.lock) is the one guard against a
@@ -35,7 +35,6 @@ from tf_fsm.loop.worker import (
     Entry,
     WorkerProcess,
     locked_reason,
-    log_tail,
     open_attempt,
     outcome_file,
     stop_server,
@@ -284,16 +283,12 @@ class Loop:
             self.resumed.add(plan.ticket)
         logs = self.root / RALPH_DIR / "logs"
         make_dirs(logs, within=self.root)
-        argv = ["--root", str(self.root), plan.ticket, "--once", "--auto", "--json"]
-        if self.options.worktree is not None:
-            argv.append("--worktree" if self.options.worktree else "--no-worktree")
-        if self.options.parallel:
-            argv.append("--parallel")
+        order = self.options.work_order(self.root, plan.ticket, self.mark)
         log = logs / f"{plan.ticket}.log"
         header = f"\n=== tf-fsm ralph: attempt {plan.attempt} ({plan.trigger})\n"
         append_durably(log, header.encode(), within=self.root)
         held, out = outcome_file(logs, plan.ticket)
-        proc = WorkerProcess(self.worker, [*argv, "--ralph", self.mark], self.root, out, log, held)
+        proc = WorkerProcess(self.worker, order, self.root, out, log, held)
         self.running[plan.ticket] = _Worker(plan, proc, self.now())
         self.runs[plan.ticket] = self.runs.get(plan.ticket, 0) + 1
         self.result.iterations += 1
@@ -334,9 +329,8 @@ class Loop:
     def _finish(self, worker: _Worker) -> None:
         out, code = worker.proc.result()
         plan = worker.plan
-        outcome, reason = worker_outcome(out, code, bool(self.stopping))
+        outcome, reason = worker_outcome(out, code, bool(self.stopping), worker.proc.log)
         if outcome == "failed":
-            reason = log_tail(self.root / RALPH_DIR / "logs", plan.ticket, code)
             self.no_rerun[plan.ticket] = f"tf-fsm run failed: {reason}"
         state = self.store(plan.ticket).peek_retry_state()
         result = RunResult.build(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tf_fsm.loop.progress_file import RunResult
+from tf_fsm.loop.work import WorkOrder
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,10 @@ class LoopOptions:
     def parallel(self) -> bool:
         """Several tickets at once: each needs a tree of its own (docs/workspaces.md)."""
         return self.workers > 1
+
+    def work_order(self, root: Path, ticket: str, loop: str) -> WorkOrder:
+        """What a worker of loop `loop` is sent for `ticket`, these options passed on."""
+        return WorkOrder(root, ticket, loop, worktree=self.worktree, parallel=self.parallel)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The worker side of the backlog loop (`tf-fsm run ID --ralph`), the workers' outcome files,
-and what the loop makes of a ticket's lock (its holder, a worker of a loop that died)."""
+"""The worker side of the backlog loop (what it is told and answers: tf_fsm.loop.work), the
+workers' outcome files, and what the loop makes of a ticket's lock (its holder, a worker of a
+loop that died)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tf_fsm._json_input import load_json
 from tf_fsm.errors import EXIT_INTERRUPTED, EXIT_LOCKED, InvalidTicketIdError
+from tf_fsm.loop.work import WorkDocumentError, WorkOrder, read_report
 from tf_fsm.process.strays import mark_alive
 from tf_fsm.storage.backends import Stores
 from tf_fsm.storage.protocol import Store
@@ -26,22 +27,21 @@ LOCKED = "locked by another process"
 ORPHAN_WAIT_SECONDS = 15.0
 
 
-def worker_outcome(out: str, code: int | None, stopping: bool) -> tuple[str, str]:
-    """(outcome, reason) of a finished worker: its outcome line (the last JSON object with a
-    `status` on its stdout), else what its exit code says; "failed" with no reason yet when
-    neither tells (the caller reads the log's tail)."""
-    for line in reversed(out.splitlines()):
-        try:
-            parsed = load_json(line)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict) and "status" in parsed:
-            return str(parsed["status"]), str(parsed.get("reason", ""))
+def worker_outcome(out: str, code: int, stopping: bool, log: Path) -> tuple[str, str]:
+    """(outcome, reason) of a finished worker: its work report (tf_fsm.loop.work, the last line
+    of its stdout), else what its exit code says; "failed" when neither tells, with what is
+    wrong in a report that cannot be read, or the exit code and the end of its `log`."""
+    try:
+        report = read_report(out)
+    except WorkDocumentError as exc:
+        return "failed", str(exc)
+    if report is not None:
+        return report.status, report.reason
     if code == EXIT_LOCKED:  # the worker's `tf-fsm run` was refused the lock
         return "locked", LOCKED
     if code in (EXIT_INTERRUPTED, -signal.SIGINT) or stopping:
         return "interrupted", "interrupted; the attempt is resumable"
-    return "failed", ""
+    return "failed", log_tail(log, code)
 
 
 def locked_reason(store: Store, holder: int) -> str:
@@ -131,8 +131,9 @@ def open_attempt(data: dict[str, Any] | None) -> dict[str, Any] | None:
 #: of the worker's entry, which the command that starts the loop gives it)
 PRELOAD = ["tf_fsm.engine.orchestrator", "tf_fsm.executors.command", "jinja2"]
 
-#: a worker's entry: `tf-fsm run`'s arguments in, its exit code out (tf_fsm.cli.run.worker_main)
-Entry = Callable[[list[str]], int]
+#: a worker's entry: its work order in (one JSON document, tf_fsm.loop.work), its exit code out;
+#: it prints its work report on stdout (tf_fsm.cli.run.worker_main)
+Entry = Callable[[str], int]
 
 
 def _server(entry: Entry) -> Any:
@@ -162,10 +163,10 @@ def stop_server() -> None:
         stop()
 
 
-def _serve(entry: Entry, argv: list[str], cwd: str, out: str, log: str) -> None:
-    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the outcome line
+def _serve(entry: Entry, order: str, cwd: str, out: str, log: str) -> None:
+    """In the forked worker: in `cwd`, stdin from /dev/null, stdout to `out` (the work report
     the loop reads), stderr appended to the ticket's log, as a `tf-fsm run` process started
-    there would have; `entry` runs it."""
+    there would have; `entry` runs the work order."""
     _stop_with_loop()
     os.chdir(cwd)
     for fd, path, flags in (
@@ -177,7 +178,7 @@ def _serve(entry: Entry, argv: list[str], cwd: str, out: str, log: str) -> None:
         os.dup2(opened, fd)
         os.close(opened)
     try:
-        code = entry(argv)
+        code = entry(order)
     finally:
         # the log is appended to as the run goes; one fsync at the end makes it durable
         sys.stderr.flush()
@@ -219,10 +220,10 @@ STALE_OUTCOME_SECONDS = 60.0
 
 
 def outcome_file(logs: Path, ticket: str) -> tuple[int, Path]:
-    """A fresh `.<id>.<random>.out` for one worker's outcome line, and an open descriptor
+    """A fresh `.<id>.<random>.out` for one worker's report (its stdout), and an open descriptor
     holding an exclusive lock on it while this loop may still read it. A file of each run's
     own: two loops over one backlog may start workers for the same ticket (one is refused the
-    ticket lock), and a shared name let the refused one truncate the other's outcome line."""
+    ticket lock), and a shared name let the refused one truncate the other's report."""
     fd, out = tempfile.mkstemp(prefix=f".{ticket}.", suffix=".out", dir=logs)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd, Path(out)
@@ -245,18 +246,18 @@ def sweep_outcome_files(logs: Path) -> list[str]:
 
 
 class WorkerProcess:
-    """`tf-fsm run <argv>` in a forked worker, through `entry`; the parts of Popen the loop
-    uses. `held` is the locked descriptor of `out` (from `outcome_file`), closed once the
-    outcome is read."""
+    """A work order run in a forked worker, through `entry`; the parts of Popen the loop uses.
+    `held` is the locked descriptor of `out` (from `outcome_file`), closed once the report is
+    read."""
 
     def __init__(
-        self, entry: Entry, argv: list[str], cwd: Path, out: Path, log: Path, held: int
+        self, entry: Entry, order: WorkOrder, cwd: Path, out: Path, log: Path, held: int
     ) -> None:
-        self.out, self._held = out, held
+        self.out, self.log, self._held = out, log, held
         self._process = _server(entry).Process(
             target=_serve,
-            args=(entry, argv, str(cwd), str(out), str(log)),
-            name=f"tf-fsm run {argv}",
+            args=(entry, order.to_json(), str(cwd), str(out), str(log)),
+            name=f"tf-fsm worker {order.ticket}",
         )
         try:
             self._process.start()
@@ -310,10 +311,10 @@ def last_error(lines: list[str]) -> str:
     return Redactor.from_environ(os.environ)("; ".join(said))[:500]
 
 
-def log_tail(logs: Path, ticket: str, code: int) -> str:
+def log_tail(log: Path, code: int) -> str:
     """Why a worker failed outright: its exit code or signal, and what its log last said."""
     try:
-        lines = (logs / f"{ticket}.log").read_text(encoding="utf-8", errors="replace")
+        lines = log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         lines = ""
     how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"

@@ -15,7 +15,6 @@ import json
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,11 @@ from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.fs.confine import check_knowledge_dir
 from tf_fsm.settings.gate_reports import whole_gate_warnings
+
+# The loaded settings' value types: they live in tf_fsm.settings.loaded, which reads no file
+# (the pure core imports them from there); the rest of tf_fsm imports them from here.
+from tf_fsm.settings.loaded import LoadedSettings as LoadedSettings
+from tf_fsm.settings.loaded import RoleModel as RoleModel
 
 # Re-exported: they live in tf_fsm.settings.project, so that finding the project does not
 # load pydantic.
@@ -46,34 +50,6 @@ from tf_fsm.settings.schema import Escalation as Escalation
 from tf_fsm.settings.schema import QualityGate as QualityGate
 from tf_fsm.settings.schema import Settings as Settings
 from tf_fsm.settings.schema import Workflow as Workflow
-
-
-@dataclass(frozen=True)
-class RoleModel:
-    """The model a role runs with, and the settings keys the answer came from."""
-
-    role: str
-    model: str
-    thinking: str | None
-    meta: str | None  # metaModels name, None for a raw model id
-    source: str  # e.g. "agents.fixer -> metaModels.fixer"
-
-
-@dataclass(frozen=True)
-class LoadedSettings:
-    settings: Settings
-    path: Path | None  # None when no settings file exists (pure defaults)
-    roles: Mapping[str, RoleModel]
-    escalated: Mapping[str, RoleModel]  # roles with a non-null escalation model
-    warnings: tuple[str, ...] = field(default=())
-
-    @property
-    def workflow(self) -> Workflow:
-        return self.settings.workflow
-
-    @property
-    def max_retries(self) -> int:
-        return self.settings.workflow.escalation.maxRetries
 
 
 def knowledge_dir(root: Path, settings: LoadedSettings) -> Path:

@@ -13,11 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tf_fsm.errors import ProjectNotFoundError
+from tf_fsm.settings.defaults import DEFAULT_KNOWLEDGE_DIR
 
 SETTINGS_RELPATH = Path(".tf/config/settings.json")
 ROOT_ENV = "TF_FSM_ROOT"
-#: `workflow.knowledgeDir`'s package default (tf_fsm.settings.load.PACKAGE_DEFAULTS uses this value)
-DEFAULT_KNOWLEDGE_DIR = ".tf/knowledge"
 #: a cache: which settings bytes last passed validation (record_checked_settings)
 SETTINGS_RECORD_RELPATH = Path(".tf/cache/settings-checked.json")
 #: what `tf-fsm init` writes so that git never sees tf_fsm's run state (docs/workspaces.md):
@@ -67,7 +66,15 @@ def nothing_run(root: Path) -> bool:
 
 #: the modules whose code decides whether settings are valid (tf_fsm.settings: this package),
 #: fingerprinted by size and mtime
-_VALIDATOR_MODULES = ("load.py", "schema.py", "severity.py", "project.py")
+_VALIDATOR_MODULES = (
+    "load.py",
+    "schema.py",
+    "section.py",
+    "workspace.py",
+    "severity.py",
+    "project.py",
+    "defaults.py",
+)
 
 
 def _fingerprint(data: bytes) -> str:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
-from tf_fsm.settings.project import DEFAULT_KNOWLEDGE_DIR
+from tf_fsm.settings.defaults import DEFAULT_KNOWLEDGE_DIR
 from tf_fsm.settings.roles import REVIEWER_ROLES as REVIEWER_ROLES
 from tf_fsm.settings.roles import ROLES as ROLES
 from tf_fsm.settings.section import OsStr, no_nul

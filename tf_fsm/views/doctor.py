@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.core.artifacts import REVIEW_FILES, SINGLE_ROLE
+from tf_fsm.core.curve import TIERED_CURVE
 from tf_fsm.core.escalation import resolve
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.executors.base import Invocation
@@ -63,8 +64,9 @@ class Diagnosis:
 
 
 def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[int, Invocation]]:
-    """One invocation per phase and role, on attempts 1, 2 and 3 (escalation changes models),
-    as an agent working in `cwd` (the project root, or a ticket's worktree) is given them."""
+    """One invocation per phase and role, on the first attempt of each escalation tier (where
+    escalation changes models), as an agent working in `cwd` (the project root, or a ticket's
+    worktree) is given them."""
     ticket_dir = knowledge_dir(root, settings) / "tickets" / SAMPLE_TICKET
     if cwd != root:  # a worktree: the ticket's files at the same relative path inside it
         from tf_fsm.workspace.model import ticket_dir_in
@@ -77,7 +79,7 @@ def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[
     # settings (a project's .tf/prompts/ override included).
     frontmatter = PromptLibrary(root).frontmatter()
     out = []
-    for number in (1, 2, 3):
+    for number in TIERED_CURVE.tiers:
         resolution = resolve(number, settings, frontmatter=frontmatter)
         for phase, role, artifact in calls:
             chosen = resolution.roles[role]

@@ -16,16 +16,17 @@ TAKEN = "✔ "  # a mermaid state diagram cannot colour one edge, so a taken edg
 
 def tiers() -> tuple[list[str], list[str]]:
     """Label lines of `start` and `retry`: the escalation curve and the default retry cap."""
-    from tf_fsm.core.escalation import TIERED_CURVE, AttemptRecord, tier_of
+    from tf_fsm.core.curve import TIERED_CURVE, AttemptRecord
     from tf_fsm.settings.load import Escalation
 
     def line(n: int) -> str:
         roles = sorted(TIERED_CURVE(AttemptRecord(n)))
         what = f"escalates {', '.join(roles)}" if roles else "base models"
-        return f"a{n}{'+' if n == 3 else ''} = tier {tier_of(n)}, {what}"
+        return f"a{TIERED_CURVE.attempts_of(n)} = tier {TIERED_CURVE.tier_of(n)}, {what}"
 
     cap = Escalation.model_fields["maxRetries"].default
-    return [line(1)], [f"retry cap maxRetries (default {cap})", line(2), line(3)]
+    first, *retries = TIERED_CURVE.tiers
+    return [line(first)], [f"retry cap maxRetries (default {cap})", *map(line, retries)]
 
 
 _GUARDS = {

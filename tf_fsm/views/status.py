@@ -241,7 +241,7 @@ def _tk_file(root: Path | None, ticket_id: str) -> TkFile:
 
 
 def gate_report(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[str, Any]:
-    from tf_fsm.core.detection import evaluate
+    from tf_fsm.core.verdict import evaluate
     from tf_fsm.storage.backends import open_store
 
     store = open_store(root, settings, ticket_id)
