@@ -78,59 +78,91 @@ def write(rule_file: str, text: str, **more: Any) -> dict[str, Any]:
 
 def plan(resolving: bool) -> dict[str, Any]:
     edits = [
-        write("src/notes.py", NOTES_BASE.replace("]", '    "from t1",\n]'), phase="implement",
-              ticket="t1"),
-        write("src/notes.py", NOTES_BASE.replace("]", '    "from t2",\n]'), phase="implement",
-              ticket="t2"),
+        write(
+            "src/notes.py",
+            NOTES_BASE.replace("]", '    "from t1",\n]'),
+            phase="implement",
+            ticket="t1",
+        ),
+        write(
+            "src/notes.py",
+            NOTES_BASE.replace("]", '    "from t2",\n]'),
+            phase="implement",
+            ticket="t2",
+        ),
         {"phase": "implement", "ticket": "t3", "file": "src/util.py", "mode": "delete"},
         write("src/helpers.py", UTIL, phase="implement", ticket="t3"),
-        write("tests/test_util.py", "from src.helpers import shout\n\n\ndef test_shout():\n"
-              "    assert shout('a') == 'A'\n", phase="implement", ticket="t3"),
+        write(
+            "tests/test_util.py",
+            "from src.helpers import shout\n\n\ndef test_shout():\n    assert shout('a') == 'A'\n",
+            phase="implement",
+            ticket="t3",
+        ),
         write("src/util.py", UTIL_BROKEN, phase="implement", ticket="t4", attempt=1),
         write("src/util.py", UTIL_WHISPER, phase="fix", ticket="t4"),
         {"phase": "implement", "ticket": "t5", "file": "src/legacy.py", "mode": "delete"},
         write("src/core.py", CORE_MOVED, phase="implement", ticket="t5"),
-        write("src/legacy.py", 'def legacy_fn():\n    return "new"\n', phase="implement",
-              ticket="t6"),
-    ]  # fmt: skip
+        write(
+            "src/legacy.py", 'def legacy_fn():\n    return "new"\n', phase="implement", ticket="t6"
+        ),
+    ]
     if resolving:
         for tid in ("t1", "t2"):
             edits.append(write("src/notes.py", NOTES_BOTH, phase="resolve", ticket=tid))
         for tid in ("t5", "t6"):
-            edits.append({"phase": "resolve", "ticket": tid, "file": "src/legacy.py",
-                          "mode": "delete"})  # fmt: skip
+            edits.append(
+                {"phase": "resolve", "ticket": tid, "file": "src/legacy.py", "mode": "delete"}
+            )
             edits.append(write("src/core.py", CORE_BOTH, phase="resolve", ticket=tid))
     # t4's first try breaks test_shout: the gate's feedback round sends the fixer back
     return {"edits": edits, "pause": [{"phase": "implement", "seconds": 0.3}]}
 
 
 def settings(extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    gate = {"name": "tests", "command": [sys.executable, "-m", "pytest", "-q", "-p",
-                                         "no:cacheprovider"], "timeoutSeconds": 120}  # fmt: skip
+    gate = {
+        "name": "tests",
+        "command": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        "timeoutSeconds": 120,
+    }
     base: dict[str, Any] = {
         "workflow": {
-            "failOn": ["Critical", "Major"], "enableResearcher": False,
-            "enableReviewers": ["reviewer-general"], "enableCloser": False,
+            "failOn": ["Critical", "Major"],
+            "enableResearcher": False,
+            "enableReviewers": ["reviewer-general"],
+            "enableCloser": False,
             "qualityGates": [gate],
             "escalation": {"enabled": True, "maxRetries": 2},
         },
-        "executor": {"kind": "command", "command": [sys.executable, str(AGENT)],
-                     "timeoutSeconds": 120},
+        "executor": {
+            "kind": "command",
+            "command": [sys.executable, str(AGENT)],
+            "timeoutSeconds": 120,
+        },
         "workspace": {"mode": "worktree"},
-    }  # fmt: skip
+    }
     for key, value in (extra or {}).items():
         base[key] = {**base.get(key, {}), **value}
     return base
 
 
 class Project:
-    def __init__(self, root: Path, tickets: tuple[str, ...], files: dict[str, str],
-                 conf: dict[str, Any], agent_plan: dict[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: Path,
+        tickets: tuple[str, ...],
+        files: dict[str, str],
+        conf: dict[str, Any],
+        agent_plan: dict[str, Any],
+    ) -> None:
         self.root = root
         root.mkdir(parents=True)
-        self.env = {**os.environ, **GIT_ENV, "TF_FSM_ROOT": str(root),
-                    "FAKE_AGENT_PLAN": str(root.parent / "plan.json"),
-                    "FAKE_AGENT_LOG": str(root.parent / "calls.jsonl")}  # fmt: skip
+        self.env = {
+            **os.environ,
+            **GIT_ENV,
+            "TF_FSM_ROOT": str(root),
+            "FAKE_AGENT_PLAN": str(root.parent / "plan.json"),
+            "FAKE_AGENT_LOG": str(root.parent / "calls.jsonl"),
+        }
         (root.parent / "plan.json").write_text(json.dumps(agent_plan))
         self.cli("init")
         (root / ".tf/config/settings.json").write_text(json.dumps(conf, indent=2))
@@ -145,12 +177,18 @@ class Project:
         self.git("commit", "-q", "-m", "initial")
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tf_fsm", *args], cwd=self.root,
-                              env=self.env, capture_output=True, text=True)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "tf_fsm", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.root, env=self.env, check=True,
-                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+        return subprocess.run(
+            ["git", *args], cwd=self.root, env=self.env, check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     def events(self, tid: str, name: str) -> list[dict[str, Any]]:
         path = self.root / ".tf/knowledge/tickets" / tid / "events.jsonl"
@@ -168,8 +206,9 @@ class Project:
         return {row["ticket"]: row for row in map(json.loads, out.splitlines())}
 
     def show(self, spec: str) -> str | None:
-        done = subprocess.run(["git", "show", spec], cwd=self.root, env=self.env,
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["git", "show", spec], cwd=self.root, env=self.env, capture_output=True, text=True
+        )
         return done.stdout if done.returncode == 0 else None
 
 
@@ -182,12 +221,16 @@ def figures(proj: Project) -> dict[str, Any]:
     started = sum(len(proj.events(t, "ResolutionStarted")) for t in rows)
     passed = sum(sum(e["passed"] for e in proj.events(t, "ResolutionFinished")) for t in rows)
     return {
-        "tickets": len(rows), "closed": len(closed), "human steps": len(rows) - len(closed),
-        "attempts per closed ticket": round(sum(attempts[t] for t in closed)
-                                            / max(1, len(closed)), 2),
+        "tickets": len(rows),
+        "closed": len(closed),
+        "human steps": len(rows) - len(closed),
+        "attempts per closed ticket": round(
+            sum(attempts[t] for t in closed) / max(1, len(closed)), 2
+        ),
         "attempts wasted": sum(attempts.values()) - len(closed),
-        "resolutions tried": started, "resolutions passed": passed,
-    }  # fmt: skip
+        "resolutions tried": started,
+        "resolutions passed": passed,
+    }
 
 
 def intended(proj: Project, ref: str = "main") -> dict[str, bool]:
@@ -214,9 +257,13 @@ def leftovers(proj: Project) -> dict[str, Any]:
         "worktrees": worktrees,
         "branches": proj.git("branch", "--list", "tf/*"),
         "refs": proj.git("for-each-ref", "--format=%(refname)", "refs/tf/"),
-        "markers": subprocess.run(["git", "grep", "-n", "-E", "^(<<<<<<<|>>>>>>>) ", "main"],
-                                  cwd=proj.root, capture_output=True, text=True).stdout,
-    }  # fmt: skip
+        "markers": subprocess.run(
+            ["git", "grep", "-n", "-E", "^(<<<<<<<|>>>>>>>) ", "main"],
+            cwd=proj.root,
+            capture_output=True,
+            text=True,
+        ).stdout,
+    }
 
 
 def main_suite_passes(proj: Project, where: Path) -> str:
@@ -224,8 +271,12 @@ def main_suite_passes(proj: Project, where: Path) -> str:
     shutil.rmtree(where, ignore_errors=True)
     proj.git("worktree", "add", "-q", "--detach", str(where), "main")
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-                              cwd=where, capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+        )
     finally:
         proj.git("worktree", "remove", "--force", str(where))
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr
@@ -241,11 +292,19 @@ def resolving_run(tmp: Path) -> None:
     print(f"resolving agent ({wall:.1f} s): {json.dumps(fig)}")
     print(f"  intended changes on main: {want}; main's suite: {suite}")
     ok = (
-        done.returncode == 0 and fig["closed"] == len(TICKETS) and fig["human steps"] == 0
-        and all(want.values()) and not any(left.values()) and "1 failed" in suite
-    )  # fmt: skip
-    budget("every ticket closed, no human step, every change on main, nothing left", 0 if ok
-           else 1, 0, f"{fig}; leftovers {left}; ralph exit {done.returncode}")  # fmt: skip
+        done.returncode == 0
+        and fig["closed"] == len(TICKETS)
+        and fig["human steps"] == 0
+        and all(want.values())
+        and not any(left.values())
+        and "1 failed" in suite
+    )
+    budget(
+        "every ticket closed, no human step, every change on main, nothing left",
+        0 if ok else 1,
+        0,
+        f"{fig}; leftovers {left}; ralph exit {done.returncode}",
+    )
 
 
 def unresolving_run(tmp: Path) -> None:
@@ -259,8 +318,12 @@ def unresolving_run(tmp: Path) -> None:
     ended = all(rows[t].get("failureClass") == "merge_conflict" for t in conflicted)
     print(f"agent that cannot resolve: {json.dumps(fig)}; conflicted {conflicted}")
     ok = bool(conflicted) and ended and not lost and fig["human steps"] == len(conflicted)
-    budget("a failed resolution ends merge_conflict and loses nothing", 0 if ok else 1, 0,
-           f"conflicted {conflicted}, all merge_conflict {ended}, lost {lost}")  # fmt: skip
+    budget(
+        "a failed resolution ends merge_conflict and loses nothing",
+        0 if ok else 1,
+        0,
+        f"conflicted {conflicted}, all merge_conflict {ended}, lost {lost}",
+    )
 
 
 def git_shim(tmp: Path) -> tuple[Path, Path]:
@@ -294,8 +357,7 @@ def overlap_run(tmp: Path, avoid: bool) -> tuple[float, int, int]:
     conf["metaModels"] = BASE_SETTINGS["metaModels"]
     agent_plan = overlap_plan()
     name = "apart" if avoid else "side-by-side"
-    proj = Project(tmp / name / "repo", ("pt-1", "pt-2"), {"shared.txt": SHARED}, conf,
-                   agent_plan)  # fmt: skip
+    proj = Project(tmp / name / "repo", ("pt-1", "pt-2"), {"shared.txt": SHARED}, conf, agent_plan)
     started = time.perf_counter()
     proj.cli("ralph", "--workers", "2")
     wall = time.perf_counter() - started
@@ -310,17 +372,29 @@ def main() -> int:
         resolving_run(tmp)
         unresolving_run(tmp)
         agent, human = git_count(tmp, "agent"), git_count(tmp, "human")
-        print(f"git processes of a ticket that does not conflict: mode agent {agent}, "
-              f"mode human {human} (ratio {agent / human:.2f})")  # fmt: skip
-        budget("the resolution step adds no git work to a ticket that does not conflict",
-               agent - human, 0, f"{agent} against {human} git processes")  # fmt: skip
+        print(
+            f"git processes of a ticket that does not conflict: mode agent {agent}, "
+            f"mode human {human} (ratio {agent / human:.2f})"
+        )
+        budget(
+            "the resolution step adds no git work to a ticket that does not conflict",
+            agent - human,
+            0,
+            f"{agent} against {human} git processes",
+        )
         apart, side = overlap_run(tmp, True), overlap_run(tmp, False)
-        print(f"tickets known to change the same file: kept apart {apart[0]:.1f} s, "
-              f"{apart[1]} refused merges, {apart[2]} resolutions; side by side "
-              f"{side[0]:.1f} s, {side[1]} refused merges, {side[2]} resolutions "
-              f"(wall ratio {apart[0] / side[0]:.2f})")  # fmt: skip
-        budget("kept apart, the overlapping tickets do not conflict", apart[1] + apart[2], 0,
-               f"{apart[2]} resolutions kept apart, {side[2]} side by side")  # fmt: skip
+        print(
+            f"tickets known to change the same file: kept apart {apart[0]:.1f} s, "
+            f"{apart[1]} refused merges, {apart[2]} resolutions; side by side "
+            f"{side[0]:.1f} s, {side[1]} refused merges, {side[2]} resolutions "
+            f"(wall ratio {apart[0] / side[0]:.2f})"
+        )
+        budget(
+            "kept apart, the overlapping tickets do not conflict",
+            apart[1] + apart[2],
+            0,
+            f"{apart[2]} resolutions kept apart, {side[2]} side by side",
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

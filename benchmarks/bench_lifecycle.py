@@ -334,8 +334,11 @@ def with_processes(lifecycles: int) -> dict[str, Any]:
             start = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "tf_fsm", "run", f"b-{i}", "--json"],
-                cwd=root, capture_output=True, text=True, check=False,
-            )  # fmt: skip
+                cwd=root,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             cli.append(time.perf_counter() - start)
             assert json.loads(done.stdout)["status"] == "closed", done.stderr
             start = time.perf_counter()
@@ -356,13 +359,16 @@ def with_processes(lifecycles: int) -> dict[str, Any]:
         invocations = _invocations(root, f"b-{tickets - 1}")
         median = [statistics.median(x[1:]) for x in (runs, alone, cli, cli_alone)]
         return {
-            "wall": median[0], "alone": median[1], "cli": median[2], "cli_alone": median[3],
+            "wall": median[0],
+            "alone": median[1],
+            "cli": median[2],
+            "cli_alone": median[3],
             "parts": {k: v / broken_down for k, v in seconds.items()},
             "parts_wall": sum(walls) / broken_down,
             "parts_alone": sum(walls_alone) / broken_down,
             "invocations": invocations,
             "setpriv": _setpriv_extra(command, root, invocations),
-        }  # fmt: skip
+        }
 
 
 def breakdown(found: dict[str, Any]) -> str:

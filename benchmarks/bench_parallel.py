@@ -128,14 +128,20 @@ def run_loop(
 def merges_on_main(root: Path) -> int:
     out = subprocess.run(
         ["git", "rev-list", "--count", "--merges", "main"],
-        cwd=root, env=git_env(), capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=root,
+        env=git_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return int(out)
 
 
 def report(label: str, n: int, sleep: float, runs: dict[str, tuple[float, float]]) -> None:
-    print(f"{label}: {n} tickets, {INVOCATIONS} agent invocations each, agent sleeps "
-          f"{sleep:.2f} s per invocation ({INVOCATIONS * sleep:.2f} s per ticket)")  # fmt: skip
+    print(
+        f"{label}: {n} tickets, {INVOCATIONS} agent invocations each, agent sleeps "
+        f"{sleep:.2f} s per invocation ({INVOCATIONS * sleep:.2f} s per ticket)"
+    )
     for name, (wall, cpu) in runs.items():
         print(
             f"  {name}: {wall:.1f} s ({wall / n * 1e3:.0f} ms/ticket), "
@@ -146,8 +152,10 @@ def report(label: str, n: int, sleep: float, runs: dict[str, tuple[float, float]
 def floor_line(t1: float, cpu4: float) -> None:
     cores = os.cpu_count() or 1
     floor = max(t1 / 4, cpu4 / cores) / t1
-    print(f"  best ratio {cores} cores allow for that CPU: {floor:.2f} "
-          f"(max(t1 / 4, CPU / {cores}) / t1)")  # fmt: skip
+    print(
+        f"  best ratio {cores} cores allow for that CPU: {floor:.2f} "
+        f"(max(t1 / 4, CPU / {cores}) / t1)"
+    )
 
 
 def tagged_shared(tmp: Path, n: int, sleep: float) -> None:
@@ -186,11 +194,17 @@ def untagged_worktrees(tmp: Path, n: int, sleep: float) -> None:
     t4, cpu4 = runs["4 workers, --worktree"]
     floor_line(t1, cpu4)
     shared = runs["4 workers, --no-worktree"][0] / runs["1 worker, --no-worktree"][0]
-    print(f"  shared tree, untagged: 4 workers / 1 worker = {shared:.2f} (an untagged ticket "
-          "runs alone in the shared tree: no parallelism without worktrees)")  # fmt: skip
+    print(
+        f"  shared tree, untagged: 4 workers / 1 worker = {shared:.2f} (an untagged ticket "
+        "runs alone in the shared tree: no parallelism without worktrees)"
+    )
     ratio = t4 / t1
-    budget("untagged in worktrees, 4 workers / 1 worker", ratio, LIMIT,
-           f"{ratio:.3f} (budget <= {LIMIT})")  # fmt: skip
+    budget(
+        "untagged in worktrees, 4 workers / 1 worker",
+        ratio,
+        LIMIT,
+        f"{ratio:.3f} (budget <= {LIMIT})",
+    )
 
 
 def main() -> None:

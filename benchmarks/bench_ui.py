@@ -92,9 +92,15 @@ def write_project(root: Path, settings: dict[str, Any]) -> None:
 
 def ticket_text(tid: str, status: str = "open") -> str:
     return new_ticket(
-        tid, f"Benchmark ticket {tid}", status=status, deps=(), priority=2, tags=(),
-        created="2026-02-10T12:00:00Z", description="Do it.",
-    )  # fmt: skip
+        tid,
+        f"Benchmark ticket {tid}",
+        status=status,
+        deps=(),
+        priority=2,
+        tags=(),
+        created="2026-02-10T12:00:00Z",
+        description="Do it.",
+    )
 
 
 # -- the 10k backlog -------------------------------------------------------------------------
@@ -362,8 +368,9 @@ def flip_cards(page: Any, path: Path, seen: Seen, flips: int) -> tuple[list[floa
         start = replace(path, ticket_text(path.stem, status))
         page.wait_for_function(
             f"document.querySelector('#col-{column} #card-{path.stem}') !== null",
-            polling="raf", timeout=10_000,
-        )  # fmt: skip
+            polling="raf",
+            timeout=10_000,
+        )
         dom.append(time.monotonic() - start)
         inotify.append(seen.after(path, start))
         time.sleep(0.05)  # the server's next burst starts from quiet

@@ -94,16 +94,23 @@ def make_history(root: Path, commits: int) -> None:
     for i in range(commits):
         message, text = f"change {i}\n\nA commit of the project's history.\n", f"{i}\n"
         lines += [
-            "commit refs/heads/main", f"mark :{i + 1}",
+            "commit refs/heads/main",
+            f"mark :{i + 1}",
             f"committer T <t@example.com> {1_700_000_000 + i} +0000",
-            f"data {len(message.encode())}", message,
+            f"data {len(message.encode())}",
+            message,
             *([f"from :{i}"] if i else []),
-            f"M 100644 inline history/f{i % 1000:03d}.txt", f"data {len(text)}", text,
-        ]  # fmt: skip
+            f"M 100644 inline history/f{i % 1000:03d}.txt",
+            f"data {len(text)}",
+            text,
+        ]
     subprocess.run(
-        ["git", "fast-import", "--quiet"], cwd=root, input="\n".join(lines) + "\n",
-        text=True, check=True,
-    )  # fmt: skip
+        ["git", "fast-import", "--quiet"],
+        cwd=root,
+        input="\n".join(lines) + "\n",
+        text=True,
+        check=True,
+    )
     plain_git(root, "reset", "--quiet", "--hard", "main")
 
 
@@ -165,9 +172,12 @@ def tf_fsm_ticket(root: Path, settings: LoadedSettings, tid: str, n: int) -> Ste
     with step("merge", out), merge.merge_lock(root):
         recovery.recover(ws)
         merged = merge.merge(
-            ws, strategy="merge", message=f"Merge {tid}: Ticket {tid}",
-            tk_file=f".tickets/{tid}.md", tk_text=closed,
-        )  # fmt: skip
+            ws,
+            strategy="merge",
+            message=f"Merge {tid}: Ticket {tid}",
+            tk_file=f".tickets/{tid}.md",
+            tk_text=closed,
+        )
     assert not merged.already, f"{tid} was merged before its merge"
     with step("remove", out):
         worktree.remove(ws, delete_branch=True)
@@ -250,8 +260,9 @@ def print_where(side: str, steps: list[Step]) -> None:
             f"{name} x{times[name] / len(runs):g} {seconds[name] * 1e3:.1f}"
             for name in sorted(seconds, key=seconds.__getitem__, reverse=True)
         )
-        print(f"  {op:<10} {count:>3.0f} git {ms(in_git):>10}, the rest {ms(rest):>9}: "
-              f"{listed} (ms)")  # fmt: skip
+        print(
+            f"  {op:<10} {count:>3.0f} git {ms(in_git):>10}, the rest {ms(rest):>9}: {listed} (ms)"
+        )
 
 
 def one_process(root: Path) -> None:
@@ -259,8 +270,10 @@ def one_process(root: Path) -> None:
     argv = ("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     door = median_seconds(lambda: git_door.Git(root).run(*argv), 30)
     plain = median_seconds(lambda: plain_git(root, *argv), 30)
-    print(f"one `git rev-parse`: {ms(door)} through tf_fsm's door, {ms(plain)} as a plain "
-          "process (medians of 30)")  # fmt: skip
+    print(
+        f"one `git rev-parse`: {ms(door)} through tf_fsm's door, {ms(plain)} as a plain "
+        "process (medians of 30)"
+    )
 
 
 def measure(where: Path, files: int, count: int, history: int) -> float:
@@ -270,9 +283,11 @@ def measure(where: Path, files: int, count: int, history: int) -> float:
         root.mkdir()
         start = time.perf_counter()
         make_repository(root, files, [f"tf-{n:03d}" for n in range(count + 1)], history)
-        print(f"repository of {files} files and {history + 1} commits in {where} made in "
-              f"{time.perf_counter() - start:.1f} s; {count} tickets each way (and one each "
-              "to warm up), alternating")  # fmt: skip
+        print(
+            f"repository of {files} files and {history + 1} commits in {where} made in "
+            f"{time.perf_counter() - start:.1f} s; {count} tickets each way (and one each "
+            "to warm up), alternating"
+        )
         ours, theirs = run_tickets(root, count)
         check_result(root, count)
         print(f"{'operation':<12}{'tf_fsm':>12}{'by hand':>12}{'ratio':>8}")
@@ -303,8 +318,12 @@ def main() -> None:
     for where, count, name in places:
         print(f"\n-- {name}")
         ratio = measure(where, args.files, count, args.history)
-        budget(f"workspace life on {name}, tf_fsm / by hand", ratio, LIMIT,
-               f"{ratio:.2f} (budget <= {LIMIT})")  # fmt: skip
+        budget(
+            f"workspace life on {name}, tf_fsm / by hand",
+            ratio,
+            LIMIT,
+            f"{ratio:.2f} (budget <= {LIMIT})",
+        )
 
 
 if __name__ == "__main__":

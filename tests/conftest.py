@@ -127,13 +127,18 @@ def run_with_terminal_stderr(
 def lock_held_elsewhere(project: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process holding pt-1's lock, as a run of it would."""
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import time; from pathlib import Path\n"
-         "from tf_fsm.storage.store import TicketStore\n"
-         "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
-         "    print('READY', flush=True); time.sleep(30)"],
-        cwd=project, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import time; from pathlib import Path\n"
+            "from tf_fsm.storage.store import TicketStore\n"
+            "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
+            "    print('READY', flush=True); time.sleep(30)",
+        ],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
         yield holder

@@ -221,17 +221,25 @@ def render_simple(phase: str, ticket: str, secret: str) -> str:
     extra = [f"Credentials used: {secret}", ""] if secret else []
     if phase == "research":
         body = [
-            f"# Research: {ticket}", "",
+            f"# Research: {ticket}",
+            "",
             "## Findings",
             "- The relevant code lives in the parser module.",
-            "- Existing tests cover the happy path only.", "",
-        ]  # fmt: skip
+            "- Existing tests cover the happy path only.",
+            "",
+        ]
     elif phase == "implement":
         body = [
-            f"# Implementation: {ticket}", "",
-            "## Summary", "Implemented the change described in the ticket.", "",
-            "## Files Changed", "- `src/parser.py`", "- `tests/test_parser.py`", "",
-        ]  # fmt: skip
+            f"# Implementation: {ticket}",
+            "",
+            "## Summary",
+            "Implemented the change described in the ticket.",
+            "",
+            "## Files Changed",
+            "- `src/parser.py`",
+            "- `tests/test_parser.py`",
+            "",
+        ]
     elif phase == "close":
         body = [f"# Close notes: {ticket}", "", "Work finished; see close-summary.md.", ""]
     else:
@@ -281,11 +289,16 @@ def invoke(started: float) -> int:
     log = os.environ.get("FAKE_AGENT_LOG")
     if log:
         call = {
-            "ticket": env["TF_TICKET_ID"], "phase": env["TF_PHASE"], "role": env["TF_ROLE"],
-            "model": env["TF_MODEL"], "thinking": env["TF_THINKING"],
+            "ticket": env["TF_TICKET_ID"],
+            "phase": env["TF_PHASE"],
+            "role": env["TF_ROLE"],
+            "model": env["TF_MODEL"],
+            "thinking": env["TF_THINKING"],
             "attempt": int(env["TF_ATTEMPT"]) if env["TF_ATTEMPT"].isdigit() else env["TF_ATTEMPT"],
-            "pid": os.getpid(), "cwd": os.getcwd(), "start": started,
-        }  # fmt: skip
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "start": started,
+        }
         append_line(log, json.dumps(call, sort_keys=True))
     if missing:
         fail(f"missing environment variables: {', '.join(missing)}")

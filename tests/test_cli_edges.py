@@ -330,8 +330,10 @@ def test_status_shows_every_ticket_when_one_state_file_is_corrupt(
     assert result.returncode == 2, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["ticket"], r["state"]) for r in rows] == [
-        ("a-1", "closed"), ("b-2", "corrupt"), ("c-3", "closed"),
-    ]  # fmt: skip
+        ("a-1", "closed"),
+        ("b-2", "corrupt"),
+        ("c-3", "closed"),
+    ]
     assert str(state) in result.stderr and str(state) in rows[1]["error"]
     assert state.read_text(encoding="utf-8") == '{"broken'  # left as it was
     table = run_cli("status")
@@ -400,9 +402,19 @@ def test_the_readme_test_command_prints_pytests_summary_line() -> None:
     command = next(ln for ln in text.splitlines() if "-m pytest" in ln)
     args = shlex.split(command.split("-m pytest", 1)[1])
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider",
-         "tests/test_cli.py::test_version_both_entry_points"],
-        cwd=README.parent, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *args,
+            "-p",
+            "no:cacheprovider",
+            "tests/test_cli.py::test_version_both_entry_points",
+        ],
+        cwd=README.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^1 passed in [\d.]+s", done.stdout, re.MULTILINE), done.stdout

@@ -83,8 +83,9 @@ def test_only_the_journal_is_fsynced_while_the_run_works(
     assert syncs[-1] > last_rename and calls[syncs[-1]] == ("syncfs", ticket_dir)
     closing_tk = max(i for i, (kind, p) in enumerate(calls) if kind == "rename" and p == tk_file)
     assert syncs[-2] < closing_tk  # the close's reports were durable before the tk file closed
-    second_prompt = next(i for i, (kind, p) in enumerate(calls)
-                         if kind == "rename" and "/prompts/attempt-2/" in p)  # fmt: skip
+    second_prompt = next(
+        i for i, (kind, p) in enumerate(calls) if kind == "rename" and "/prompts/attempt-2/" in p
+    )
     assert syncs[0] < second_prompt  # attempt 1's files were durable before attempt 2 began
 
 

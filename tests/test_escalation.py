@@ -130,9 +130,15 @@ class _OpenTicket:
 def should_skip(state: RetryState | None, settings: LoadedSettings) -> bool:
     """Does `run` refuse the ticket (the decision of what runs next), as the loop skips it?"""
     facts = Facts(
-        "pt-1", state, settings, tk_file=_OpenTicket, journal=list, look=lambda name: None,
-        gate_decided=lambda: False, budget_refusal=lambda: None,
-    )  # fmt: skip
+        "pt-1",
+        state,
+        settings,
+        tk_file=_OpenTicket,
+        journal=list,
+        look=lambda name: None,
+        gate_decided=lambda: False,
+        budget_refusal=lambda: None,
+    )
     return next_step(facts).refused
 
 

@@ -146,9 +146,14 @@ def test_gate_that_cannot_start_mid_run_ends_the_verify_phase(tmp_path: Path) ->
         return None
 
     outcome = run_gates(
-        gates, tmp_path, default_max=3, feedback=True, redact=Redactor(),
-        on_result=lambda r, n: None, send_back=send_back,
-    )  # fmt: skip
+        gates,
+        tmp_path,
+        default_max=3,
+        feedback=True,
+        redact=Redactor(),
+        on_result=lambda r, n: None,
+        send_back=send_back,
+    )
     assert sent == []
     assert outcome.failure is not None
     assert "quality gate lint cannot start" in outcome.failure

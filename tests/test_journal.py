@@ -159,11 +159,16 @@ def test_any_prefix_of_a_valid_journal_decodes_to_a_prefix_of_its_events(
         (b'{"ts":"2026-01-01T00:00:00Z","ticket":"t"}', "no `event`"),
         (b'{"event":"AttemptStarted","ts":"2026-01-01T00:00:00Z","ticket":"t"}', "trigger"),
         (b'{"event":"x","ts":"yesterday","ticket":"t"}', "ts: Value error"),
-        (b'{"event":"AttemptFinished","ts":"' + TS.encode() + b'","ticket":"t","status":"closed",'
-         b'"counts":{"Critical":"many"}}', "counts.Critical"),
+        (
+            b'{"event":"AttemptFinished","ts":"'
+            + TS.encode()
+            + b'","ticket":"t","status":"closed",'
+            b'"counts":{"Critical":"many"}}',
+            "counts.Critical",
+        ),
         (b"\xff\xfe", "not UTF-8"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_middle_line_raises_with_its_line_number(bad: bytes, problem: str) -> None:
     data = encode(EXAMPLES[0]) + encode(EXAMPLES[1]) + bad + b"\n" + encode(EXAMPLES[2])
     with pytest.raises(JournalLineError) as info:
@@ -201,10 +206,18 @@ def test_usage_token_counts_stay_integers_and_cost_a_float() -> None:
     from tf_fsm.core.journal_codec import decode, encode
 
     event = InvocationFinished(
-        ts="2026-01-01T00:00:00.000Z", ticket="a", attempt=1, phase="review", role="r",
-        model="m", artifact="review.md", sha256=None, ok=True, durationMs=1,
+        ts="2026-01-01T00:00:00.000Z",
+        ticket="a",
+        attempt=1,
+        phase="review",
+        role="r",
+        model="m",
+        artifact="review.md",
+        sha256=None,
+        ok=True,
+        durationMs=1,
         usage={"inputTokens": 2000, "outputTokens": 200, "costUsd": 0.5},
-    )  # fmt: skip
+    )
     line = encode(event)
     assert b'"inputTokens":2000,' in line
     usage = decode(line).events[0].usage  # type: ignore[attr-defined]

@@ -28,10 +28,18 @@ def test_a_line_is_the_text_json_dumps_wrote(
     failure: str, tail: str, code: int, extra: str
 ) -> None:
     event = ev.PhaseFailed(
-        ts=TS, ticket="t-1", attempt=1, phase="review", role="reviewer-general",
-        failure=failure, exitCode=code, stderrTail=tail, log="l", failureClass="crash",
+        ts=TS,
+        ticket="t-1",
+        attempt=1,
+        phase="review",
+        role="reviewer-general",
+        failure=failure,
+        exitCode=code,
+        stderrTail=tail,
+        log="l",
+        failureClass="crash",
         addedLater=[extra, {"k": extra}],
-    )  # fmt: skip
+    )
     assert encode_text(event) == compact(event)
     line = encode(event)
     assert line.endswith(b"\n") and line.count(b"\n") == 1
@@ -41,19 +49,36 @@ def test_a_line_is_the_text_json_dumps_wrote(
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=0), st.integers(0, 10**9))
 def test_usage_numbers_read_back_equal(cost: float, tokens: int) -> None:
     event = ev.InvocationFinished(
-        ts=TS, ticket="t-1", attempt=1, phase="review", role="r", model="m", artifact="a",
-        sha256=None, ok=True, durationMs=3, usage={"costUsd": cost, "input": tokens},
+        ts=TS,
+        ticket="t-1",
+        attempt=1,
+        phase="review",
+        role="r",
+        model="m",
+        artifact="a",
+        sha256=None,
+        ok=True,
+        durationMs=3,
+        usage={"costUsd": cost, "input": tokens},
         failureClass=None,
-    )  # fmt: skip
+    )
     assert json.loads(encode_text(event)) == json.loads(compact(event))
     assert decode(encode(event)).events == [event]
 
 
 def test_redacted_lines_say_whether_redaction_changed_them() -> None:
     plain = ev.PhaseFailed(
-        ts=TS, ticket="t-1", attempt=1, phase="fix", role="fixer", failure="exit 1",
-        exitCode=1, stderrTail="", log="l", failureClass="crash",
-    )  # fmt: skip
+        ts=TS,
+        ticket="t-1",
+        attempt=1,
+        phase="fix",
+        role="fixer",
+        failure="exit 1",
+        exitCode=1,
+        stderrTail="",
+        log="l",
+        failureClass="crash",
+    )
     secret = plain.model_copy(update={"stderrTail": "token=s3cr3t-value-123"})
     data, changed = redacted_lines([plain, plain], Redactor())
     assert not changed and decode(data).events == [plain, plain]

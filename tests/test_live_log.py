@@ -193,9 +193,12 @@ def test_a_disk_error_stops_the_live_log_not_the_agent(project: Path, tmp_path: 
     agent = _agent(tmp_path, QUICK_AGENT)
     done = subprocess.run(
         [sys.executable, "-c", _REFUSED_LIVE_LOG, str(project), str(agent)],
-        capture_output=True, text=True, timeout=30, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["ok"] is True
@@ -229,9 +232,12 @@ print(json.dumps({"shown": shown, "stopped": live.stopped, "left": path.exists()
 def test_a_write_refused_at_the_end_is_reported_and_the_file_still_goes(project: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", _REFUSED_AT_THE_END, str(project)],
-        capture_output=True, text=True, timeout=30, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["shown"] == "x" * 90 + "\n"  # the partial lines wait for the end

@@ -72,7 +72,12 @@ def test_the_json_summary_gives_the_same_totals(proj: Project) -> None:
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["event"] == "summary"
     assert summary["totals"] == {
-        "closed": 3, "blocked": 1, "failed": 1, "waiting": 0, "awaiting_merge": 0,
-        "interrupted": 0, "skipped": 1,
-    }  # fmt: skip
+        "closed": 3,
+        "blocked": 1,
+        "failed": 1,
+        "waiting": 0,
+        "awaiting_merge": 0,
+        "interrupted": 0,
+        "skipped": 1,
+    }
     assert sum(summary["totals"].values()) == 6

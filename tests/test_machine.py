@@ -35,8 +35,16 @@ def test_structure_is_valid() -> None:
     assert report.ok, report
     assert STATES[0] == INITIAL
     assert set(TRIGGERS) == {
-        "start", "retry", "complete", "skip", "fail", "resume", "merge", "merged", "rerun"
-    }  # fmt: skip
+        "start",
+        "retry",
+        "complete",
+        "skip",
+        "fail",
+        "resume",
+        "merge",
+        "merged",
+        "rerun",
+    }
 
 
 def test_every_phase_has_error_edge_and_resume_back() -> None:

@@ -79,10 +79,14 @@ def merge_conflict(project: Path) -> None:
     store = open_store(project, load_settings(project), "pt-1")
     store.append_event(
         wev.MergeRefused(
-            ts=timestamp(datetime.now(UTC)), ticket="pt-1", attempt=1,
-            failureClass="merge_conflict", files=["shared.txt"], reason=why,
+            ts=timestamp(datetime.now(UTC)),
+            ticket="pt-1",
+            attempt=1,
+            failureClass="merge_conflict",
+            files=["shared.txt"],
+            reason=why,
         )
-    )  # fmt: skip
+    )
 
 
 def awaiting_merge(project: Path) -> None:
@@ -101,9 +105,10 @@ def awaiting_merge(project: Path) -> None:
 
     edit_state(project, held)
     open_store(project, load_settings(project), "pt-1").append_event(
-        wev.MergeHeld(ts=timestamp(datetime.now(UTC)), ticket="pt-1", attempt=1, base="main",
-                      tip="0" * 40)
-    )  # fmt: skip
+        wev.MergeHeld(
+            ts=timestamp(datetime.now(UTC)), ticket="pt-1", attempt=1, base="main", tip="0" * 40
+        )
+    )
     ticket = project / ".tickets/pt-1.md"
     ticket.write_text(ticket.read_text().replace("status: closed", "status: in_progress"))
     change_settings(project, lambda s: s.setdefault("ralph", {}).update(parallelAutoMerge=False))
@@ -173,9 +178,12 @@ def observe(project: Path, hold: bool) -> Seen:
         board.rescan()
         card = board.snapshot.cards["pt-1"]
         loop = Loop(
-            project, settings, LoopOptions(workers=1, max_iterations=1, resume_errors=True),
-            Reporter(None), worker=worker_main,
-        )  # fmt: skip
+            project,
+            settings,
+            LoopOptions(workers=1, max_iterations=1, resume_errors=True),
+            Reporter(None),
+            worker=worker_main,
+        )
         record = tickets.scan(tickets.tickets_dir(project)).records["pt-1"]
         store = open_store(project, settings, "pt-1")
         return Seen(

@@ -130,11 +130,19 @@ def budget_spent(project: Path) -> None:
     usage = {"inputTokens": 1000, "outputTokens": 100, "costUsd": 0.75}
     store.append_event(
         InvocationFinished(
-            ts=timestamp(datetime.now(UTC)), ticket="pt-1", attempt=1, phase="review",
-            role="reviewer-general", model="m", artifact="review-general.md", sha256=None,
-            ok=True, durationMs=1, usage=usage,
+            ts=timestamp(datetime.now(UTC)),
+            ticket="pt-1",
+            attempt=1,
+            phase="review",
+            role="reviewer-general",
+            model="m",
+            artifact="review-general.md",
+            sha256=None,
+            ok=True,
+            durationMs=1,
+            usage=usage,
         )
-    )  # fmt: skip
+    )
     path = project / ".tf/config/settings.json"
     settings = json.loads(path.read_text())
     settings["workflow"]["escalation"]["maxCostUsd"] = 0.5
@@ -292,9 +300,12 @@ def test_the_loop_keeps_its_own_policy_on_top_of_the_decision(project: Path) -> 
     in_error(project)
     settings = load_settings(project)
     loop = Loop(
-        project, settings, LoopOptions(workers=1, max_iterations=1), Reporter(None),
+        project,
+        settings,
+        LoopOptions(workers=1, max_iterations=1),
+        Reporter(None),
         worker=worker_main,
-    )  # fmt: skip
+    )
     record = tickets.scan(tickets.tickets_dir(project)).records["pt-1"]
     assert loop.assess(record) == Skip(
         "attempt 1 failed in review (error); --resume-errors resumes it"

@@ -297,9 +297,7 @@ def test_the_plan_shows_the_budget_and_refuses_as_run_does(project: Path, budget
     invocations = sum(len(p["invocations"]) for p in planned.get("phases", []))
     # attempt 1 with the default workflow: research, implement, 3 reviews, fix, 3 post-fix
     # reviews, close
-    assert planned["budget"] == {
-        "maxCostUsd": budget, "spentUsd": 0.0, "nextAttemptUpToUsd": 0.1
-    }  # fmt: skip
+    assert planned["budget"] == {"maxCostUsd": budget, "spentUsd": 0.0, "nextAttemptUpToUsd": 0.1}
     outcome = run_ticket(project, "pt-1", RunOptions(), settings=settings, executor=agent)
     if budget == 1.0:
         assert planned["action"] == "new_attempt" and invocations > 0

@@ -24,22 +24,84 @@ from tf_fsm.settings.load import settings_from_dict
 @pytest.mark.parametrize(
     ("name", "model", "thinking", "argv"),
     [
-        ("pi", "zai/glm-5", "high",
-         ["pi", "-p", "--mode", "json", "--no-session", "--model", "zai/glm-5",
-          "--thinking", "high"]),
-        ("pi", "zai/glm-5", None,
-         ["pi", "-p", "--mode", "json", "--no-session", "--model", "zai/glm-5"]),
-        ("claude", "anthropic/claude-sonnet-4-5", "xhigh",
-         ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits",
-          "--no-session-persistence", "--model", "claude-sonnet-4-5", "--effort", "xhigh"]),
-        ("codex", "openai-codex/gpt-5.3-codex", "medium",
-         ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
-          "-m", "gpt-5.3-codex", "-c", "model_reasoning_effort=medium", "-"]),
-        ("codex", "openai/gpt-5.1", "off",
-         ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
-          "-m", "gpt-5.1", "-c", "model_reasoning_effort=none", "-"]),
+        (
+            "pi",
+            "zai/glm-5",
+            "high",
+            [
+                "pi",
+                "-p",
+                "--mode",
+                "json",
+                "--no-session",
+                "--model",
+                "zai/glm-5",
+                "--thinking",
+                "high",
+            ],
+        ),
+        (
+            "pi",
+            "zai/glm-5",
+            None,
+            ["pi", "-p", "--mode", "json", "--no-session", "--model", "zai/glm-5"],
+        ),
+        (
+            "claude",
+            "anthropic/claude-sonnet-4-5",
+            "xhigh",
+            [
+                "claude",
+                "-p",
+                "--output-format",
+                "json",
+                "--permission-mode",
+                "acceptEdits",
+                "--no-session-persistence",
+                "--model",
+                "claude-sonnet-4-5",
+                "--effort",
+                "xhigh",
+            ],
+        ),
+        (
+            "codex",
+            "openai-codex/gpt-5.3-codex",
+            "medium",
+            [
+                "codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--sandbox",
+                "workspace-write",
+                "-m",
+                "gpt-5.3-codex",
+                "-c",
+                "model_reasoning_effort=medium",
+                "-",
+            ],
+        ),
+        (
+            "codex",
+            "openai/gpt-5.1",
+            "off",
+            [
+                "codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--sandbox",
+                "workspace-write",
+                "-m",
+                "gpt-5.1",
+                "-c",
+                "model_reasoning_effort=none",
+                "-",
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_preset_argv(name: str, model: str, thinking: str | None, argv: list[str]) -> None:
     got, problems = PRESETS[name].argv(model, thinking)
     assert (got, problems) == (argv, [])
@@ -107,9 +169,19 @@ def test_parse_pi_error_is_the_last_calls_only() -> None:
 
 
 def test_parse_claude_result() -> None:
-    ok = {"type": "result", "subtype": "success", "is_error": False, "result": "done",
-          "total_cost_usd": 0.0421, "usage": {"input_tokens": 10, "output_tokens": 5,
-          "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000}}  # fmt: skip
+    ok = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": False,
+        "result": "done",
+        "total_cost_usd": 0.0421,
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cache_creation_input_tokens": 100,
+            "cache_read_input_tokens": 1000,
+        },
+    }
     assert parse_claude(json.dumps(ok)) == AgentReport(Usage(1110, 5, 0.0421), None)
     failed = {**ok, "is_error": True, "result": "API Error: 529 overloaded"}
     assert parse_claude(json.dumps(failed)).error == "API Error: 529 overloaded"
@@ -118,10 +190,12 @@ def test_parse_claude_result() -> None:
 def test_parse_codex_turns() -> None:
     events = [
         {"type": "thread.started", "thread_id": "t"},
-        {"type": "turn.completed", "usage": {"input_tokens": 500, "cached_input_tokens": 400,
-                                             "output_tokens": 20}},
+        {
+            "type": "turn.completed",
+            "usage": {"input_tokens": 500, "cached_input_tokens": 400, "output_tokens": 20},
+        },
         {"type": "turn.failed", "error": {"message": "stream disconnected before completion"}},
-    ]  # fmt: skip
+    ]
     report = parse_codex(lines(events))
     assert report.usage == Usage(500, 20, 0.0)
     assert report.error == "stream disconnected before completion"
@@ -190,10 +264,16 @@ def test_backoff_is_exponential_with_bounded_jitter() -> None:
 
 def test_executor_settings_keys() -> None:
     loaded = settings_from_dict(
-        {"executor": {"preset": "codex", "maxRestarts": 0, "restartBackoffSeconds": 0.5,
-                      "extraArgs": ["--output-last-message", "{output}"]},
-         "workflow": {"escalation": {"maxCostUsd": 2.5}}}
-    )  # fmt: skip
+        {
+            "executor": {
+                "preset": "codex",
+                "maxRestarts": 0,
+                "restartBackoffSeconds": 0.5,
+                "extraArgs": ["--output-last-message", "{output}"],
+            },
+            "workflow": {"escalation": {"maxCostUsd": 2.5}},
+        }
+    )
     conf = loaded.settings.executor
     assert (conf.preset, conf.maxRestarts, conf.restartBackoffSeconds) == ("codex", 0, 0.5)
     assert loaded.workflow.escalation.maxCostUsd == 2.5
@@ -235,9 +315,19 @@ def doctor(write_settings: Callable[..., Path], settings: dict[str, Any], *args:
 
 def test_doctor_ready(tmp_path: Path, write_settings: Callable[..., Path]) -> None:
     pi = fake_cli(tmp_path, "pi", "0.73.1")
-    meta = {n: {"model": "zai/glm-5", "thinking": "high"} for n in
-            ("worker", "research", "fast", "general", "review-general", "review-spec",
-             "review-secop", "fixer")}  # fmt: skip
+    meta = {
+        n: {"model": "zai/glm-5", "thinking": "high"}
+        for n in (
+            "worker",
+            "research",
+            "fast",
+            "general",
+            "review-general",
+            "review-spec",
+            "review-secop",
+            "fixer",
+        )
+    }
     result = doctor(
         write_settings, {"metaModels": meta, "executor": {"preset": "pi", "program": str(pi)}}
     )
@@ -300,8 +390,13 @@ def test_doctor_with_a_command_shows_its_argv(write_settings: Callable[..., Path
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     review = next(c for c in data["commands"] if c["role"] == "reviewer-spec-audit")
-    assert review["argv"] == ["/bin/sh", "-c", "exit 0", "reviewer-spec-audit",
-                              "openai-codex/gpt-5.1-codex-mini"]  # fmt: skip
+    assert review["argv"] == [
+        "/bin/sh",
+        "-c",
+        "exit 0",
+        "reviewer-spec-audit",
+        "openai-codex/gpt-5.1-codex-mini",
+    ]
     assert any("usage, cost and provider errors are not read" in n for n in data["notes"])
 
 

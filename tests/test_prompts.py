@@ -353,10 +353,22 @@ def test_wheel_install_renders_every_template(tmp_path: Path) -> None:
     repo = Path(__file__).resolve().parent.parent
     dist = tmp_path / "dist"
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(dist), str(repo)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr
     (wheel,) = dist.glob("tf_fsm-*.whl")
     venv = tmp_path / "venv"
@@ -365,16 +377,27 @@ def test_wheel_install_renders_every_template(tmp_path: Path) -> None:
     )
     target = venv / "site"
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
-         str(wheel)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert install.returncode == 0, install.stderr
     deps = [p for p in sys.path if p.endswith("site-packages")]
     script = (
         "import tf_fsm.engine.prompts as p, pathlib, sys\n"
         "assert pathlib.Path(p.__file__).is_relative_to(sys.argv[1]), p.__file__\n"
-        "from tf_fsm.views.plan import render_example\n"
+        "from tf_fsm.views.prompt_examples import render_example\n"
         "for phase in ['research','implement','review','fix','verify','close']:\n"
         "    for attempt in (1, 3):\n"
         "        out = render_example(None, phase, None, attempt, None)\n"
@@ -385,8 +408,12 @@ def test_wheel_install_renders_every_template(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *deps])}
     run = subprocess.run(
         [str(venv / "bin" / "python"), "-c", script, str(target)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "['packaged']"
 

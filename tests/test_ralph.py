@@ -508,8 +508,16 @@ def test_outcome_files_of_a_killed_loop_are_swept_and_said(proj: Project) -> Non
 
 
 def _result(outcome: str, **kw: Any) -> RunResult:
-    base = {"ticket": "pt-1", "title": "Title", "outcome": outcome, "reason": "why",
-            "exit_code": 0, "attempt": 2, "retry_count": 1, "counts": None}  # fmt: skip
+    base = {
+        "ticket": "pt-1",
+        "title": "Title",
+        "outcome": outcome,
+        "reason": "why",
+        "exit_code": 0,
+        "attempt": 2,
+        "retry_count": 1,
+        "counts": None,
+    }
     return RunResult(**{**base, **kw})
 
 

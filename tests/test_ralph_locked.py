@@ -33,10 +33,19 @@ def proj(project: Path) -> Project:
 
 def hold(proj: Project, tid: str, loop: str, seconds: float) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(proj.root / ".tf" / "knowledge"), tid, loop,
-         str(seconds)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            HOLDER,
+            str(proj.root / ".tf" / "knowledge"),
+            tid,
+            loop,
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
     return proc
 

@@ -88,8 +88,11 @@ def test_reset_json_over_a_corrupt_state_file(project: Path) -> None:
     data = json.loads(done.stdout)
     backup = Path(data["backup"])
     assert data == {
-        "ticket": "pt-1", "backup": str(backup), "retryCountBefore": None, "repaired": [],
-    }  # fmt: skip
+        "ticket": "pt-1",
+        "backup": str(backup),
+        "retryCountBefore": None,
+        "repaired": [],
+    }
     assert backup.parent == s.dir and re.fullmatch(BACKUP_NAME, backup.name)
     assert backup.read_bytes() == corrupt and not s.retry_state_path.exists()
     text = run_cli("reset", "pt-1")  # the file is gone now: a second reset has nothing to do
@@ -128,13 +131,18 @@ def test_a_ticket_never_run_has_nothing_to_reset_and_gets_no_directory(project: 
     setup(project, {})
     text = run_cli("reset", "pt-1")
     assert (text.returncode, text.stdout, text.stderr) == (
-        0, "pt-1: nothing to reset (no retry-state.json)\n", "",
-    )  # fmt: skip
+        0,
+        "pt-1: nothing to reset (no retry-state.json)\n",
+        "",
+    )
     data = run_cli("reset", "pt-1", "--json")
     assert data.returncode == 0, data.stderr
     assert json.loads(data.stdout) == {
-        "ticket": "pt-1", "backup": None, "retryCountBefore": None, "repaired": [],
-    }  # fmt: skip
+        "ticket": "pt-1",
+        "backup": None,
+        "retryCountBefore": None,
+        "repaired": [],
+    }
     assert not store(project).dir.exists()  # `status` does not list it as run
 
 

@@ -107,8 +107,10 @@ def test_renumbering_never_changes_a_finding_key(text: str, numbers: list[int]) 
 # -- the decision -----------------------------------------------------------------------------
 
 BASE: tuple[tuple[str, str | None], ...] = (
-    ("fixer", None), ("reviewerSecondOpinion", None), ("worker", None)
-)  # fmt: skip
+    ("fixer", None),
+    ("reviewerSecondOpinion", None),
+    ("worker", None),
+)
 FIX = (("fixer", "S"), ("reviewerSecondOpinion", None), ("worker", None))
 ALL = (("fixer", "S"), ("reviewerSecondOpinion", "S"), ("worker", "S"))
 CURVE = {1: BASE, 2: FIX, 3: ALL}
@@ -128,15 +130,27 @@ def tried(number: int, tier: int, models: Any, signature: str | None = "X") -> T
         # the top tier failed the same way twice: nowhere to go
         ("skip-tier", tried(3, 3, ALL), tried(4, 3, ALL), CURVE, "stop", None),
         # tier 2 changes nothing (no fixer model): tiers 1 and 2 spent, tier 3 next
-        ("skip-tier", tried(1, 1, BASE), tried(2, 2, BASE), {1: BASE, 2: BASE, 3: ALL},
-         "skip-tier", 3),
+        (
+            "skip-tier",
+            tried(1, 1, BASE),
+            tried(2, 2, BASE),
+            {1: BASE, 2: BASE, 3: ALL},
+            "skip-tier",
+            3,
+        ),
         # nothing escalates at all: the same models twice is the top tier twice
-        ("skip-tier", tried(1, 1, BASE), tried(2, 2, BASE), {1: BASE, 2: BASE, 3: BASE},
-         "stop", None),
+        (
+            "skip-tier",
+            tried(1, 1, BASE),
+            tried(2, 2, BASE),
+            {1: BASE, 2: BASE, 3: BASE},
+            "stop",
+            None,
+        ),
         # stop mode stops on any repeat
         ("stop", tried(1, 1, BASE), tried(2, 2, FIX), CURVE, "stop", None),
     ],
-)  # fmt: skip
+)
 def test_decision_table(
     mode: Any, prev: TriedAttempt, last: TriedAttempt, tiers: Any, action: str, next_tier: Any
 ) -> None:
@@ -157,9 +171,13 @@ MODELS = st.sampled_from([BASE, FIX, ALL])
 
 @given(
     st.sampled_from(["skip-tier", "stop", "off"]),
-    st.integers(1, 3), st.integers(1, 3), MODELS, MODELS, st.sampled_from(["X", "Y", None]),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    MODELS,
+    MODELS,
+    st.sampled_from(["X", "Y", None]),
     st.fixed_dictionaries({1: MODELS, 2: MODELS, 3: MODELS}),
-)  # fmt: skip
+)
 def test_decision_properties(
     mode: Any, t1: int, t2: int, m1: Any, m2: Any, s2: str | None, tiers: Any
 ) -> None:
@@ -205,11 +223,14 @@ def setup(project: Path, mode: str, models: dict[str, str | None], max_retries: 
         "metaModels": {"strong": {"model": STRONG, "thinking": "high"}},
         "workflow": {
             "escalation": {
-                "enabled": True, "maxRetries": max_retries, "models": models, "sameFailure": mode,
+                "enabled": True,
+                "maxRetries": max_retries,
+                "models": models,
+                "sameFailure": mode,
             },
         },
         "executor": {"kind": "scripted", "scenario": "scenario.json"},
-    }  # fmt: skip
+    }
     (project / ".tf/config/settings.json").write_text(json.dumps(settings))
 
 
@@ -234,12 +255,17 @@ def test_skip_tier_stops_after_the_top_tier_fails_the_same_way_twice(project: Pa
     assert [a.tier for a in state.attempts] == [1, 2, 3, 3]
     assert len({a.failureSignature for a in state.attempts}) == 1
     assert [(a.sameFailure or {}).get("action") for a in state.attempts] == [
-        None, "escalate", "retry-top", "stop"
-    ]  # fmt: skip
+        None,
+        "escalate",
+        "retry-top",
+        "stop",
+    ]
     events = [e for e in store.read_events().events if isinstance(e, SameFailureDetected)]
     assert [(e.previousAttempt, e.attempt, e.action) for e in events] == [
-        (1, 2, "escalate"), (2, 3, "retry-top"), (3, 4, "stop")
-    ]  # fmt: skip
+        (1, 2, "escalate"),
+        (2, 3, "retry-top"),
+        (3, 4, "stop"),
+    ]
     assert events[-1].entries == ["major a.py:#"] and events[-1].signature
     ticket = (project / ".tickets/pt-1.md").read_text()
     assert "needs a human: the same failure twice at the top tier" in ticket

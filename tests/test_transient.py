@@ -195,8 +195,10 @@ def test_budget_stops_the_next_attempt_and_reset_starts_a_fresh_one(e2e: Harness
     state = e2e.read_state()
     assert [a["status"] for a in state["attempts"]] == ["blocked"]
     assert state["attempts"][0]["usage"] == {
-        "inputTokens": 10_000, "outputTokens": 1000, "costUsd": 0.1
-    }  # fmt: skip
+        "inputTokens": 10_000,
+        "outputTokens": 1000,
+        "costUsd": 0.1,
+    }
     assert e2e.event("BudgetExhausted", 1)["spentUsd"] == 0.1
     # the journal says no retry followed, so a crash here would not make one look due
     assert e2e.event("TicketBlocked", 1)["autoRetry"] is False
@@ -263,9 +265,11 @@ def once(phase: str, reply: Reply) -> Callable[[Request, PhasePrompt], Reply | N
 def pi_project(project: Path, tmp_path: Path, base_url: str, **executor: Any) -> PiProject:
     proj = PiProject(project, tmp_path, require_pi(), base_url)
     proj.settings(
-        executor=executor, enableResearcher=False, enableCloser=False,
+        executor=executor,
+        enableResearcher=False,
+        enableCloser=False,
         enableReviewers=["reviewer-general"],
-    )  # fmt: skip
+    )
     return proj
 
 
@@ -284,11 +288,14 @@ def test_pi_provider_error_is_restarted(
         proj = pi_project(project, tmp_path, stub.base_url)
         result = proj.tf("run", TICKET_ID)
     assert result.returncode == 0, result.stdout + result.stderr
-    finished = [(e["phase"], e["ok"], e.get("failureClass")) for e in
-                proj.events("InvocationFinished")]  # fmt: skip
+    finished = [
+        (e["phase"], e["ok"], e.get("failureClass")) for e in proj.events("InvocationFinished")
+    ]
     assert finished == [
-        ("implement", False, failure_class), ("implement", True, None), ("review", True, None)
-    ]  # fmt: skip
+        ("implement", False, failure_class),
+        ("implement", True, None),
+        ("review", True, None),
+    ]
     (restart,) = proj.events("InvocationRestarted")
     assert str(fault.code) in restart["failure"] and restart["failureClass"] == failure_class
     # pi exited 0: only its JSON output told the 429 from a success.

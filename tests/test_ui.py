@@ -162,9 +162,10 @@ def test_reset_action_runs_the_cli_and_reports_its_exit_code(project: Path) -> N
 def test_a_corrupt_state_file_is_a_card_in_error_and_the_board_goes_on(project: Path) -> None:
     root = demo_project(project / "p")
     retry = root / ".tf/knowledge/tickets/demo-1/retry-state.json"
-    with ui_server(root) as server, httpx.stream(
-        "GET", server.base + "/events", timeout=20
-    ) as events:
+    with (
+        ui_server(root) as server,
+        httpx.stream("GET", server.base + "/events", timeout=20) as events,
+    ):
         lines = events.iter_lines()
         assert next(lines).startswith("retry:")
         retry.write_text("{not json", encoding="utf-8")

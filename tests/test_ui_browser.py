@@ -87,8 +87,17 @@ def test_a_run_beside_the_board_moves_its_card_without_a_reload(page: Any, proje
 
 
 def test_a_ticket_that_needs_a_human_raises_a_notification(browser: Any, project: Path) -> None:
-    unfixable = {"findings": [{"id": "f1", "severity": "Major", "text": "still broken",
-                               "reviewer": "reviewer-general", "fixedBy": []}]}  # fmt: skip
+    unfixable = {
+        "findings": [
+            {
+                "id": "f1",
+                "severity": "Major",
+                "text": "still broken",
+                "reviewer": "reviewer-general",
+                "fixedBy": [],
+            }
+        ]
+    }
     root = slow_project(project / "p", ("t-1",), seconds=0.1, plan=unfixable, max_retries=1)
     context = browser.new_context()
     context.grant_permissions(["notifications"])

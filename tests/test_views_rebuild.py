@@ -62,10 +62,12 @@ def test_a_stale_retry_state_follows_the_journal(project: Path) -> None:
     s = store(project)
     journal = s.read_events().events
     blocked = next(
-        e.content for e in journal
-        if e.event == "ViewSaved" and e.file == "retry-state.json"  # type: ignore[attr-defined]
+        e.content
+        for e in journal
+        if e.event == "ViewSaved"
+        and e.file == "retry-state.json"  # type: ignore[attr-defined]
         and e.content["attempts"][-1]["status"] == "blocked"  # type: ignore[attr-defined]
-    )  # fmt: skip
+    )
     cut_before_durable_point(project)
     from tf_fsm.fs.atomic import json_text
 
@@ -116,8 +118,8 @@ def test_the_next_attempt_is_told_what_the_journal_kept_not_what_the_files_say_n
     (s.dir / "post-fix-verification.json").write_text("{}")
     assert run(project).status == "closed"
     chain = [
-        e.content for e in s.read_events().events
-        if isinstance(e, ViewSaved) and e.file == "chain-context.json"
-        and e.content["attempt"] == 2
-    ]  # fmt: skip
+        e.content
+        for e in s.read_events().events
+        if isinstance(e, ViewSaved) and e.file == "chain-context.json" and e.content["attempt"] == 2
+    ]
     assert chain and chain[-1]["priorFailure"]["fenced"] == blocked.priorFailure["fenced"]

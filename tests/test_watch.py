@@ -246,15 +246,22 @@ def test_a_ticket_locked_by_another_process_is_retried_not_dropped(
     handoff(project, write_settings, "pt-1")
     release = tmp_path / "release"
     holder = subprocess.Popen(
-        [sys.executable, "-c", (
-            "import sys, time, pathlib\n"
-            "from tf_fsm.storage.store import TicketStore\n"
-            "with TicketStore(pathlib.Path(sys.argv[1]), 'pt-1').lock():\n"
-            "    print('locked', flush=True)\n"
-            "    while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"
-        ), str(project / ".tf" / "knowledge"), str(release)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time, pathlib\n"
+                "from tf_fsm.storage.store import TicketStore\n"
+                "with TicketStore(pathlib.Path(sys.argv[1]), 'pt-1').lock():\n"
+                "    print('locked', flush=True)\n"
+                "    while not pathlib.Path(sys.argv[2]).exists(): time.sleep(0.02)\n"
+            ),
+            str(project / ".tf" / "knowledge"),
+            str(release),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         with pytest.raises(TicketLockedError):  # the lock is real
@@ -347,7 +354,8 @@ def test_resume_file_is_ignored_for_a_closed_ticket(
     resume.touch()
     time.sleep(STABLE * 3)  # give it every chance to act wrongly
     assert resume.exists()
-    assert not any(e["event"] == "AttemptResumed" for e in map(
-        json.loads, (kdir(project, "pt-1") / "events.jsonl").read_text().splitlines()
-    ))  # fmt: skip
+    assert not any(
+        e["event"] == "AttemptResumed"
+        for e in map(json.loads, (kdir(project, "pt-1") / "events.jsonl").read_text().splitlines())
+    )
     assert r.stop() == 130

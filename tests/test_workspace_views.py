@@ -105,9 +105,11 @@ def conflicted_merge(project: Path) -> None:
 
 
 def test_status_shows_a_merged_workspace_from_the_journal_alone(
-    project: Path, write_settings: Callable[..., Path], monkeypatch: pytest.MonkeyPatch,
+    project: Path,
+    write_settings: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     git_project(project, write_settings, monkeypatch)
     assert run_ticket(project, "pt-1", EDITS, "--worktree").returncode == 0
     ws = status_row("pt-1")["workspace"]
@@ -159,9 +161,13 @@ def test_state_words_and_the_merging_state() -> None:
     assert state_words("initial", None, None, False) == "no ticket state"
     now = {"ts": "2026-11-22T12:00:00.000Z", "ticket": "t-1", "attempt": 1}
     cur = Attempt.model_validate(
-        {"attemptNumber": 1, "startedAt": "2026-11-22T12:00:00Z", "status": "in_progress",
-         "trigger": "initial"}
-    )  # fmt: skip
+        {
+            "attemptNumber": 1,
+            "startedAt": "2026-11-22T12:00:00Z",
+            "status": "in_progress",
+            "trigger": "initial",
+        }
+    )
     started = ev.AttemptStarted(**now, trigger="initial", escalation={})
     merge = wev.MergeStarted(**now, base="main", baseSha="a" * 40, tip="b" * 40, strategy="merge")
     done = wev.MergeCompleted(**now, commit="c" * 40, base="main")
@@ -224,8 +230,11 @@ def test_a_merge_conflict_and_its_resumed_merge_are_drawn_on_the_machine_s_edges
     fix = next(e for e in journal(project, "pt-1") if e.get("phase") == "merge")
     assert fix["event"] == "CheckpointCommitted"
     assert f"a1 checkpoint {fix['sha'][:8]}" in history.taken[(CLOSE, "complete", MERGING)]
-    for edge in [(fsm.ERROR, "resume", CLOSE), (MERGING, "fail", fsm.ERROR),
-                 (MERGING, "merged", fsm.CLOSED)]:  # fmt: skip
+    for edge in [
+        (fsm.ERROR, "resume", CLOSE),
+        (MERGING, "fail", fsm.ERROR),
+        (MERGING, "merged", fsm.CLOSED),
+    ]:
         assert edge in history.taken
     assert git(project, "show", "main:work.txt") == "both lines, resolved, and a fix"
 

@@ -80,8 +80,9 @@ def make(
     main's tip, and `stray`, an empty directory in the worktrees dir."""
 
     def make(closed: bool = True, blocked: bool = True, exhausted: bool = True) -> Path:
-        git_project(project, write_settings, monkeypatch, ("pt-1", "pt-2", "pt-3"),
-                    **KEEP, **TWO_RETRIES)  # fmt: skip
+        git_project(
+            project, write_settings, monkeypatch, ("pt-1", "pt-2", "pt-3"), **KEEP, **TWO_RETRIES
+        )
         if closed:
             assert run_ticket(project, "pt-1", EDITS, "--worktree").returncode == 0
         if blocked:
@@ -132,8 +133,9 @@ def test_a_dry_run_changes_nothing_and_prune_then_does_what_it_said(make: Backlo
     before = snapshot()
     planned = prune("--dry-run")
     assert planned["pt-1"]["done"] == [
-        f"would remove the worktree {tree(backlog, 'pt-1')}", "would delete the branch tf/pt-1",
-    ]  # fmt: skip
+        f"would remove the worktree {tree(backlog, 'pt-1')}",
+        "would delete the branch tf/pt-1",
+    ]
     assert all(r["dryRun"] for r in planned.values())
     forced = prune("--dry-run", "--force")["pt-3"]["done"]
     assert forced == [
@@ -183,8 +185,9 @@ def test_unmerged_commits_stay_without_force_and_under_a_ref_with_it(make: Backl
     results = prune("pt-1", "pt-3", "--force")
     assert "kept the tip of tf/pt-3 under refs/tf/pt-3/removed-branch" in results["pt-3"]["done"]
     assert tf_refs(backlog) == {
-        "refs/tf/pt-1/removed-branch": late, "refs/tf/pt-3/removed-branch": tip3,
-    }  # fmt: skip
+        "refs/tf/pt-1/removed-branch": late,
+        "refs/tf/pt-3/removed-branch": tip3,
+    }
     assert branches(backlog, "tf/*") == ["tf/pt-9"]
 
 
@@ -226,8 +229,10 @@ def held(make: Backlog, project: Path) -> Iterator[int]:
     make(blocked=False, exhausted=False)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(project), "pt-1"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout is not None and holder.stdout.readline() == "held\n"
     yield holder.pid
     holder.communicate(input="", timeout=30)

@@ -76,8 +76,10 @@ def demo_project(where: Path) -> Path:
     """The demo project after its run (`tf-fsm demo`): demo-1 closed on attempt 2."""
     done = subprocess.run(
         [sys.executable, "-m", "tf_fsm", "demo", "--dir", str(where)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return where
 
@@ -102,7 +104,9 @@ def slow_project(
         "executor": {
             "kind": "command",
             "command": [
-                "/bin/sh", "-c", f"FAKE_AGENT_PLAN={shlex.quote(str(plan_file))} exec {agent}",
+                "/bin/sh",
+                "-c",
+                f"FAKE_AGENT_PLAN={shlex.quote(str(plan_file))} exec {agent}",
             ],
         },
     }
@@ -119,5 +123,7 @@ def start_run(root: Path, ticket: str) -> subprocess.Popen[str]:
     """`tf-fsm run <ticket>` beside the board, as a user would in another terminal."""
     return subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "--root", str(root), "run", ticket],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )

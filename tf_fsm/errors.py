@@ -259,9 +259,7 @@ class TransitionError(TfFsmError):
 
     exit_code = EXIT_INTERNAL
 
-    def __init__(
-        self, ticket_id: str, state: str, trigger: str, refused_by: Sequence[str]
-    ) -> None:
+    def __init__(self, ticket_id: str, state: str, trigger: str, refused_by: Sequence[str]) -> None:
         self.ticket_id, self.state, self.trigger = ticket_id, state, trigger
         self.refused_by = tuple(refused_by)
         super().__init__()

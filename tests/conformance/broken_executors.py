@@ -55,9 +55,13 @@ def _broken(cls: type[CommandExecutor]) -> Kind:
     failing = _as(cls, real.failing)
     assert working is not None and failing is not None
     return dataclasses.replace(
-        real, working=working, failing=failing, unrunnable=_as(cls, real.unrunnable),
-        editing=_as(cls, real.editing), hanging=_as(cls, real.hanging),
-    )  # fmt: skip
+        real,
+        working=working,
+        failing=failing,
+        unrunnable=_as(cls, real.unrunnable),
+        editing=_as(cls, real.editing),
+        hanging=_as(cls, real.hanging),
+    )
 
 
 MUTANTS = (IgnoresCwd, IgnoresTimeout, DropsUsage)

@@ -104,8 +104,9 @@ for _cls in MUTANTS:  # each by `module:function`, as the suite builds a store
 
 BROKEN: dict[str, StoreBackend] = {
     cls.__name__: dataclasses.replace(
-        BACKENDS["MemoryStore"], name=cls.__name__,
+        BACKENDS["MemoryStore"],
+        name=cls.__name__,
         spec=f"tests.conformance.broken_stores:build_{cls.__name__}",
     )
     for cls in MUTANTS
-}  # fmt: skip
+}

@@ -181,11 +181,20 @@ def invocation(root: Path, phase: str, role: str) -> Invocation:
     chain_context = artifact_dir / "chain-context.json"
     chain_context.write_text(json.dumps({"attempt": 1, "models": {role: {"model": MODEL}}}))
     return Invocation(
-        ticket_id=TICKET, phase=phase, role=role, model=MODEL, thinking=None, attempt=1,
-        root=root, artifact_dir=artifact_dir, output=artifact_dir / agent_artifact(phase, role),
-        prompt=prompt, prompt_file=prompt_file, chain_context=chain_context,
+        ticket_id=TICKET,
+        phase=phase,
+        role=role,
+        model=MODEL,
+        thinking=None,
+        attempt=1,
+        root=root,
+        artifact_dir=artifact_dir,
+        output=artifact_dir / agent_artifact(phase, role),
+        prompt=prompt,
+        prompt_file=prompt_file,
+        chain_context=chain_context,
         log_file=artifact_dir / "logs" / "attempt-1" / f"{phase}-{role}.log",
-    )  # fmt: skip
+    )
 
 
 def tree(root: Path, exclude: Path | None = None) -> dict[str, tuple[object, ...]]:

@@ -55,8 +55,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, MutantR
         env = {**os.environ, MUTANTS_ENV: suite, CAUGHT_ENV: str(caught_file)}
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", path, "-q", "-p", "no:cacheprovider", "-rN"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         started[suite] = MutantRun(proc, caught_file)
     yield started
     for run in started.values():

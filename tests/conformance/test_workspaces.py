@@ -83,9 +83,11 @@ def kind(request: pytest.FixtureRequest) -> Kind:
 
 @pytest.fixture
 def unopened(
-    kind: Kind, project: Path, tmp_path_factory: pytest.TempPathFactory,
+    kind: Kind,
+    project: Path,
+    tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[Setup]:  # fmt: skip
+) -> Iterator[Setup]:
     """pt-1's run in its project, holding the ticket's lock, its tree not yet opened."""
     isolate(monkeypatch)
     start = make_project(project)
@@ -134,8 +136,12 @@ def no_bookkeeping_committed(ws: Setup) -> set[str]:
 def test_agent_path_maps_every_file_of_the_store_under_the_tree(ws: Setup) -> None:
     store, tree = ws.run.store, ws.tree
     view = tree.agent_path(store.dir)
-    for name in ("implementation.md", "prompts/attempt-1/implement-worker.md",
-                 "chain-context.json", "logs/attempt-1/implement-worker.log"):  # fmt: skip
+    for name in (
+        "implementation.md",
+        "prompts/attempt-1/implement-worker.md",
+        "chain-context.json",
+        "logs/attempt-1/implement-worker.log",
+    ):
         seen = tree.agent_path(store.dir / name)
         assert seen == view / name
         assert within(seen, tree.path), seen

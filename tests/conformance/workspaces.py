@@ -173,10 +173,14 @@ class Attempts:
         run = self.run
         self.state = run.save(
             finish_attempt(
-                self.state, status="blocked", counts={"Major": 1}, now=run.now(),
-                max_retries=run.settings.max_retries, reason="1 Major finding",
+                self.state,
+                status="blocked",
+                counts={"Major": 1},
+                now=run.now(),
+                max_retries=run.settings.max_retries,
+                reason="1 Major finding",
             )
-        )  # fmt: skip
+        )
 
 
 #: the suite's phases: the role that runs each and the artifact it writes
@@ -204,9 +208,12 @@ def holding(root: Path, tree: RunTree, name: str, text: str) -> list[str]:
     refs = git(root, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/tf")
     for ref in refs.splitlines():
         shown = subprocess.run(
-            ["git", "show", f"{ref}:{name}"], cwd=root, env={**os.environ, **GIT_ENV},
-            capture_output=True, text=True,
-        )  # fmt: skip
+            ["git", "show", f"{ref}:{name}"],
+            cwd=root,
+            env={**os.environ, **GIT_ENV},
+            capture_output=True,
+            text=True,
+        )
         if shown.returncode == 0 and shown.stdout == text:
             places.append(ref)
     return places

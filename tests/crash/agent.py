@@ -82,8 +82,14 @@ def resolve(ticket: str, attempt: int) -> None:
 def person_commits(root: str, git: str, name: str) -> None:
     """A person's commit of the file `name` on the root's branch, made once."""
     env = {**os.environ, **PERSON_ENV}
-    has = subprocess.run([git, "log", "-1", "--format=%H", "--author=A Person"], cwd=root,
-                         env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    has = subprocess.run(
+        [git, "log", "-1", "--format=%H", "--author=A Person"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     if has.stdout.strip():
         return
     os.makedirs(os.path.dirname(os.path.join(root, name)) or root, exist_ok=True)
@@ -102,8 +108,9 @@ def main() -> None:
         resolve(ticket, attempt)
     blocked = int(env.get("CRASH_AGENT_BLOCKED", BLOCKED_ATTEMPTS))
     if env.get("CRASH_AGENT_PERSON_FILE") and (phase, attempt) == ("review", blocked + 1):
-        person_commits(env["CRASH_AGENT_PERSON"], env["CRASH_AGENT_GIT"],
-                       env["CRASH_AGENT_PERSON_FILE"])  # fmt: skip
+        person_commits(
+            env["CRASH_AGENT_PERSON"], env["CRASH_AGENT_GIT"], env["CRASH_AGENT_PERSON_FILE"]
+        )
     write_output(env["TF_OUTPUT"], output_text(ticket, phase, attempt, blocked))
 
 

@@ -90,9 +90,10 @@ def git_template(
 
 @pytest.fixture(scope="session")
 def git_reference(
-    crash_scenario: git_scenario.Scenario, git_template: Path,
+    crash_scenario: git_scenario.Scenario,
+    git_template: Path,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[git_scenario.Reference]:  # fmt: skip
+) -> Iterator[git_scenario.Reference]:
     """The git scenario run once uninterrupted, each git command's journal offset noted."""
     from tests.crash.git_shim import Shim
 
@@ -103,8 +104,11 @@ def git_reference(
     final = lifecycle.final_state(root)
     assert tuple(final.attempts) == crash_scenario.attempts, final
     reference = git_scenario.Reference(
-        crash_scenario, final, git_scenario.git_final(root), ran.calls,
+        crash_scenario,
+        final,
+        git_scenario.git_final(root),
+        ran.calls,
         git_scenario.events_with_offsets(root),
-    )  # fmt: skip
+    )
     assert git_scenario.problems(root, reference) == []  # the reference passes its own checks
     yield reference

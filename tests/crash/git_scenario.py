@@ -56,28 +56,55 @@ class Scenario:
 #: person's commit
 WORKTREE = Scenario(
     "worktree",
-    {"workflow": lifecycle.WORKFLOW, "workspace": {"mode": "worktree"},
-     "executor": lifecycle.agent_command()},
+    {
+        "workflow": lifecycle.WORKFLOW,
+        "workspace": {"mode": "worktree"},
+        "executor": lifecycle.agent_command(),
+    },
     {"CRASH_AGENT_EDITS": "1", "CRASH_AGENT_BLOCKED": "1", "CRASH_AGENT_PERSON_FILE": "person.txt"},
     ((1, "blocked"), (2, "closed")),
-    frozenset({"worktree creation", "attempt start", "checkpoint", "merge queue", "rebase",
-               "merge", "removal"}),
-)  # fmt: skip
+    frozenset(
+        {
+            "worktree creation",
+            "attempt start",
+            "checkpoint",
+            "merge queue",
+            "rebase",
+            "merge",
+            "removal",
+        }
+    ),
+)
 #: the ticket in its worktree, closed at attempt 1, where a person added the ticket's own file
 #: on main meanwhile: the merge queue's rebase conflicts, the agent resolves the conflict
 #: (both sides kept), the reviewers pass it, and it merges. A kill in the resolution counts as
 #: one of the ticket's resolutions: room for the second crashes
 CONFLICT = Scenario(
     "conflict",
-    {"workflow": lifecycle.WORKFLOW,
-     "workspace": {"mode": "worktree", "conflicts": {"maxAttempts": 10}},
-     "executor": lifecycle.agent_command()},
-    {"CRASH_AGENT_EDITS": "1", "CRASH_AGENT_BLOCKED": "0",
-     "CRASH_AGENT_PERSON_FILE": "src/pt-1.py", "CRASH_AGENT_RESOLVES": "1"},
+    {
+        "workflow": lifecycle.WORKFLOW,
+        "workspace": {"mode": "worktree", "conflicts": {"maxAttempts": 10}},
+        "executor": lifecycle.agent_command(),
+    },
+    {
+        "CRASH_AGENT_EDITS": "1",
+        "CRASH_AGENT_BLOCKED": "0",
+        "CRASH_AGENT_PERSON_FILE": "src/pt-1.py",
+        "CRASH_AGENT_RESOLVES": "1",
+    },
     ((1, "closed"),),
-    frozenset({"worktree creation", "checkpoint", "merge queue", "rebase", "resolution",
-               "merge", "removal"}),
-)  # fmt: skip
+    frozenset(
+        {
+            "worktree creation",
+            "checkpoint",
+            "merge queue",
+            "rebase",
+            "resolution",
+            "merge",
+            "removal",
+        }
+    ),
+)
 #: the scenarios every git crash test and git mutant runs in
 SCENARIOS = (WORKTREE, CONFLICT)
 #: exit codes of a rerun that is not done yet (3: blocked, the kill fell between attempts)
@@ -91,8 +118,9 @@ def make_template(root: Path, scenario: Scenario) -> Path:
     main's first commit (objects packed: a copy is a few files)."""
     (root / ".tf" / "config").mkdir(parents=True)
     env = {**os.environ, **env_of(root, scenario)}
-    done = subprocess.run([*TF_FSM, "init"], cwd=root, env=env, capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    done = subprocess.run(
+        [*TF_FSM, "init"], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     settings = json.dumps(scenario.settings, indent=2)
     (root / ".tf" / "config" / "settings.json").write_text(settings)
@@ -119,9 +147,12 @@ def env_of(root: Path, scenario: Scenario) -> dict[str, str]:
     """What every tf-fsm process of the scenario runs with: git isolated from the machine's
     configuration, the project root, what its agent does."""
     return {
-        **GIT_ENV, **scenario.agent, "TF_FSM_ROOT": str(root), "CRASH_AGENT_PERSON": str(root),
+        **GIT_ENV,
+        **scenario.agent,
+        "TF_FSM_ROOT": str(root),
+        "CRASH_AGENT_PERSON": str(root),
         "PYTHONPATH": str(REPO),  # a mutant's tf-fsm imports tests.crash.mutants
-    }  # fmt: skip
+    }
 
 
 def journal(root: Path) -> Path:
@@ -141,18 +172,27 @@ class Ran:
 
 
 def run(
-    root: Path, scenario: Scenario, shim: Shim, crash: CrashPoint | None = None,
-    program: Sequence[str] = TF_FSM, measure: bool = False,
-) -> Ran:  # fmt: skip
+    root: Path,
+    scenario: Scenario,
+    shim: Shim,
+    crash: CrashPoint | None = None,
+    program: Sequence[str] = TF_FSM,
+    measure: bool = False,
+) -> Ran:
     """`tf-fsm run pt-1` (`program` may be a mutant's) in a session of its own, killed at
     `crash` by the shim; returns once nothing it started runs any more."""
     env = {**os.environ, **env_of(root, scenario)}
     env |= shim.env(root, env["PATH"], crash, journal(root) if measure else None)
     env["CRASH_AGENT_GIT"] = shim.real
     proc = subprocess.Popen(
-        [*program, "run", TICKET_ID], cwd=root, env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [*program, "run", TICKET_ID],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _, err = proc.communicate(timeout=RUN_SECONDS)
     except subprocess.TimeoutExpired:
@@ -259,8 +299,12 @@ def _left_behind(root: Path) -> list[str]:
     if branches := git(root, "for-each-ref", "--format=%(refname)", "refs/heads/tf/"):
         found.append(f"ticket branches left: {branches.split()}")
     dot_git = root / ".git"
-    leftovers = [*dot_git.rglob("*.lock"), dot_git / "MERGE_HEAD", dot_git / "SQUASH_MSG",
-                 *(root / ".tf" / "ralph" / "merging").glob("*")]  # fmt: skip
+    leftovers = [
+        *dot_git.rglob("*.lock"),
+        dot_git / "MERGE_HEAD",
+        dot_git / "SQUASH_MSG",
+        *(root / ".tf" / "ralph" / "merging").glob("*"),
+    ]
     if left := sorted(str(p.relative_to(root)) for p in leftovers if p.exists()):
         found.append(f"git or merge state left: {left}")
     return found
@@ -313,21 +357,48 @@ def step_of(events: Sequence[Any], call: Call) -> str:
 
 
 #: the merge queue's steps, by the last of its events the journal holds
-_MERGE_STEPS = (("MergeCompleted", "removal"), ("MergeRebased", "merge"),
-                ("ResolutionStarted", "resolution"), ("MergeStarted", "rebase"))  # fmt: skip
+_MERGE_STEPS = (
+    ("MergeCompleted", "removal"),
+    ("MergeRebased", "merge"),
+    ("ResolutionStarted", "resolution"),
+    ("MergeStarted", "rebase"),
+)
 _PHASE_EVENTS = frozenset({"PhaseStarted", "PhaseCompleted", "PhaseSkipped"})
 #: events that say nothing of where the run is
-_QUIET = frozenset({"ViewSaved", "ViewsChecked", "ViewsSynced", "StaleTempFilesRemoved",
-                    "JournalTailDropped"})  # fmt: skip
+_QUIET = frozenset(
+    {"ViewSaved", "ViewsChecked", "ViewsSynced", "StaleTempFilesRemoved", "JournalTailDropped"}
+)
 #: the events of the steps above
-_KNOWN = frozenset({
-    "AttemptStarted", "AttemptFinished", "AttemptResumed", "EscalationApplied",
-    "ResearchSkippedOnRetry", "PhaseStarted", "PhaseSkipped", "PhaseCompleted",
-    "InvocationFinished", "InvocationRestarted", "GateEvaluated", "GateFeedbackSent",
-    "TicketClosed", "TicketBlocked", "SameFailureDetected", "WorkspaceReady",
-    "CheckpointCommitted", "WorkSetAside", "MergeStarted", "MergeRebased", "MergeCompleted",
-    "WorkspaceRemoved", "ResolutionStarted", "ResolutionFinished", "BranchRebased", "MergeHeld",
-})  # fmt: skip
+_KNOWN = frozenset(
+    {
+        "AttemptStarted",
+        "AttemptFinished",
+        "AttemptResumed",
+        "EscalationApplied",
+        "ResearchSkippedOnRetry",
+        "PhaseStarted",
+        "PhaseSkipped",
+        "PhaseCompleted",
+        "InvocationFinished",
+        "InvocationRestarted",
+        "GateEvaluated",
+        "GateFeedbackSent",
+        "TicketClosed",
+        "TicketBlocked",
+        "SameFailureDetected",
+        "WorkspaceReady",
+        "CheckpointCommitted",
+        "WorkSetAside",
+        "MergeStarted",
+        "MergeRebased",
+        "MergeCompleted",
+        "WorkspaceRemoved",
+        "ResolutionStarted",
+        "ResolutionFinished",
+        "BranchRebased",
+        "MergeHeld",
+    }
+)
 
 
 def steps(reference: Reference) -> dict[int, str]:

@@ -114,10 +114,12 @@ class CrashPoint:
 
     def env(self, root: Path) -> dict[str, str]:
         return {
-            "CRASH_GIT_WHEN": self.when, "CRASH_GIT_AT": str(self.at),
-            "CRASH_GIT_MATCH": self.match, "CRASH_GIT_DELAY": f"{self.delay:.3f}",
+            "CRASH_GIT_WHEN": self.when,
+            "CRASH_GIT_AT": str(self.at),
+            "CRASH_GIT_MATCH": self.match,
+            "CRASH_GIT_DELAY": f"{self.delay:.3f}",
             "CRASH_GIT_UNTIL": str(root / self.until) if self.until else "",
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,11 @@ class Shim:
         for name in ("count", "calls", "killed", "during", "killer"):
             (self.dir / name).unlink(missing_ok=True)
         env = {
-            "PATH": f"{self.bin}:{path}", "CRASH_GIT_DIR": str(self.dir),
-            "CRASH_GIT_REAL": self.real, "CRASH_GIT_JOURNAL": str(journal or ""),
-        }  # fmt: skip
+            "PATH": f"{self.bin}:{path}",
+            "CRASH_GIT_DIR": str(self.dir),
+            "CRASH_GIT_REAL": self.real,
+            "CRASH_GIT_JOURNAL": str(journal or ""),
+        }
         none = {"CRASH_GIT_WHEN": "", "CRASH_GIT_AT": "0", "CRASH_GIT_MATCH": ""}
         return {**env, **(crash.env(root) if crash else none)}
 

@@ -26,9 +26,24 @@ from tests.crash.git_shim import Call, CrashPoint, Shim
 
 #: git subcommands that change nothing (any other is a changing one, so a new step's git
 #: commands count as changing without a change here)
-READ_ONLY = ("rev-parse", "symbolic-ref", "for-each-ref", "log", "merge-base", "status", "diff",
-             "ls-tree", "check-ignore", "worktree list", "cat-file", "show", "config",
-             "hash-object", "rev-list", "write-tree")  # fmt: skip
+READ_ONLY = (
+    "rev-parse",
+    "symbolic-ref",
+    "for-each-ref",
+    "log",
+    "merge-base",
+    "status",
+    "diff",
+    "ls-tree",
+    "check-ignore",
+    "worktree list",
+    "cat-file",
+    "show",
+    "config",
+    "hash-object",
+    "rev-list",
+    "write-tree",
+)
 #: changing commands that take long enough to be killed half done in CI, and the file git
 #: makes while it runs that the kill waits for (its half-made worktree's `locked` marker, its
 #: rebase's state; "": a few milliseconds into it)
@@ -152,9 +167,12 @@ class Outcome:
 
 
 def run_trial(
-    template: Path, tmp: Path, reference: scenario.Reference, trial: Trial,
+    template: Path,
+    tmp: Path,
+    reference: scenario.Reference,
+    trial: Trial,
     program: Sequence[str] = scenario.TF_FSM,
-) -> Outcome:  # fmt: skip
+) -> Outcome:
     """One trial in a copy of the template under `tmp` (removed when nothing was found)."""
     root = scenario.copy_project(template, tmp / "project")
     shim = Shim(tmp / "shim")
@@ -215,9 +233,13 @@ def _count_recovery(root: Path, notes: str, seen: Counter[str]) -> None:
 
 
 def run_many(
-    trials: list[Trial], template: Path, tmp: Path, reference: scenario.Reference,
-    program: Sequence[str] = scenario.TF_FSM, jobs: int = 2,
-) -> list[Outcome]:  # fmt: skip
+    trials: list[Trial],
+    template: Path,
+    tmp: Path,
+    reference: scenario.Reference,
+    program: Sequence[str] = scenario.TF_FSM,
+    jobs: int = 2,
+) -> list[Outcome]:
     """`run_trial` of each, `jobs` at a time (the machine's two cores), in order."""
 
     def one(numbered: tuple[int, Trial]) -> Outcome:

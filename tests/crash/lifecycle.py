@@ -203,8 +203,10 @@ def problems(root: Path, reference: Final) -> list[str]:
         found.append(f"retry-state differs: {final.state} != {reference.state}")
     for number, summary in sorted(reference.prior.items(), key=lambda kv: kv[0] or 0):
         if final.prior.get(number) != summary:
-            found.append(f"attempt {number} was given another prior-failure summary: "
-                         f"{final.prior.get(number)!r} instead of {summary!r}")  # fmt: skip
+            found.append(
+                f"attempt {number} was given another prior-failure summary: "
+                f"{final.prior.get(number)!r} instead of {summary!r}"
+            )
     evs = events(root)
     found += _journal_problems(evs, [n for n, _ in reference.attempts])
     found += _view_problems(root, evs)

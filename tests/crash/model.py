@@ -235,10 +235,12 @@ class Machine:
         """The files under `under` a power cut now could take alone: their name or their
         content is not durable (temp files and the lock's files aside)."""
         return [
-            path for path, inode in sorted(self.volatile.names.items())
-            if path.startswith(under) and not os.path.basename(path).startswith(".")
+            path
+            for path, inode in sorted(self.volatile.names.items())
+            if path.startswith(under)
+            and not os.path.basename(path).startswith(".")
             and (self.durable.names.get(path) != inode or self.synced[inode] != self.content[inode])
-        ]  # fmt: skip
+        ]
 
     def durable_state(self) -> CrashState:
         """The crash state that keeps only what is durable."""

@@ -30,8 +30,13 @@ DESCRIPTION = {
     "merge-journaled-first": "MergeCompleted is journaled before the merge commit exists",
     "worktree-removed-first": "the worktree and branch are removed before the merge is journaled",
 }
-POWER_LOSS = ("journal-not-fsynced", "views-not-rebuilt", "no-sync-before-close",
-              "torn-tail-kept", "implementation-not-remade")  # fmt: skip
+POWER_LOSS = (
+    "journal-not-fsynced",
+    "views-not-rebuilt",
+    "no-sync-before-close",
+    "torn-tail-kept",
+    "implementation-not-remade",
+)
 GIT = ("merge-journaled-first", "worktree-removed-first")
 
 
@@ -156,10 +161,14 @@ def _power_loss(mutant: str, variant: str, every: bool, hint: str) -> None:
     full = variant == "full"
     out: dict[str, Any] = {"caught": 0, "tried": 0, "problems": [], "checks": set()}
     with tempfile.TemporaryDirectory() as tmp:
-        recording = record(Path(tmp) / "reference" / "project",
-                           lifecycle.FULL_WORKFLOW if full else lifecycle.WORKFLOW)  # fmt: skip
-        plans = {"lost": LossPlan.of(recording, SEED),
-                 "random": Plan.of(recording, FULL_STATES if full else STATES, SEED)}  # fmt: skip
+        recording = record(
+            Path(tmp) / "reference" / "project",
+            lifecycle.FULL_WORKFLOW if full else lifecycle.WORKFLOW,
+        )
+        plans = {
+            "lost": LossPlan.of(recording, SEED),
+            "random": Plan.of(recording, FULL_STATES if full else STATES, SEED),
+        }
         order = [(kind, n) for kind, plan in plans.items() for n in range(_size(plan))]
         if hint and not every:
             kind, _, n = hint.partition(":")

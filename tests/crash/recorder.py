@@ -103,8 +103,19 @@ class Recorder:
         monkeypatch.setattr(atomic, "exchange", exchange)
 
 
-_WRAPPED = ("open", "write", "ftruncate", "fsync", "close", "replace", "rename", "unlink",
-            "remove", "mkdir", "rmdir")  # fmt: skip
+_WRAPPED = (
+    "open",
+    "write",
+    "ftruncate",
+    "fsync",
+    "close",
+    "replace",
+    "rename",
+    "unlink",
+    "remove",
+    "mkdir",
+    "rmdir",
+)
 
 
 def _wrapper(rec: Recorder, name: str, real: dict[str, Any]) -> Any:

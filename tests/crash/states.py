@@ -53,8 +53,10 @@ def cut_points(recording: Recording, count: int, rng: random.Random) -> list[int
     if rest <= 0:
         return marks
     total = len(recording.ops) + 1
-    drawn = [rng.randrange(k * total // rest, max(k * total // rest + 1, (k + 1) * total // rest))
-             for k in range(rest)]  # fmt: skip
+    drawn = [
+        rng.randrange(k * total // rest, max(k * total // rest + 1, (k + 1) * total // rest))
+        for k in range(rest)
+    ]
     return marks + drawn
 
 
@@ -158,10 +160,12 @@ def try_state(
     if not found:
         shutil.rmtree(root)  # a failing state's directory is kept, to be looked at
         return [], seen
-    where = (f"{plan.kind} {number} (TF_FSM_CRASH_SEED={plan.base_seed} "
-             f"TF_FSM_CRASH_ONLY={number}): "
-             f"cut after op {cut} of {len(recording.ops)} ({_op(recording, cut)}), reruns "
-             f"{statuses}, choices {state.choices}")  # fmt: skip
+    where = (
+        f"{plan.kind} {number} (TF_FSM_CRASH_SEED={plan.base_seed} "
+        f"TF_FSM_CRASH_ONLY={number}): "
+        f"cut after op {cut} of {len(recording.ops)} ({_op(recording, cut)}), reruns "
+        f"{statuses}, choices {state.choices}"
+    )
     return [f"{where}{lifecycle.PROBLEM}{problem}" for problem in found], seen
 
 

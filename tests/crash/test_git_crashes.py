@@ -64,9 +64,11 @@ def planned(reference: git_scenario.Reference) -> list[Trial]:
 
 
 def test_a_crash_at_a_git_command_boundary_ends_as_the_uninterrupted_run(
-    git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
+    git_template: Path,
+    git_reference: git_scenario.Reference,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     trials = planned(git_reference)
     outcome = run_all(trials, git_template, tmp_path, git_reference)
     line = summary(f"git crash points (seed {SEED})", outcome, capsys)
@@ -75,9 +77,11 @@ def test_a_crash_at_a_git_command_boundary_ends_as_the_uninterrupted_run(
 
 
 def test_a_second_crash_during_the_recovery_run_ends_as_the_uninterrupted_run(
-    git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
+    git_template: Path,
+    git_reference: git_scenario.Reference,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     rng = random.Random(SEED)  # noqa: S311 - seeded test data
     trials = second_crashes(git_reference, rng, SOAK)
     outcome = run_all(trials, git_template, tmp_path, git_reference)

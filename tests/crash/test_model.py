@@ -147,8 +147,10 @@ def test_a_lost_file_alone_is_gone_or_old_and_everything_else_as_the_process_saw
 
     def steps() -> None:
         atomic.atomic_write_bytes(kept, b"synced", within=tmp_path)  # fsynced, dir fsynced
-        for path, flags, data in ((new, os.O_CREAT, b"never synced"),
-                                  (grown, os.O_APPEND, b"second line\n")):  # fmt: skip
+        for path, flags, data in (
+            (new, os.O_CREAT, b"never synced"),
+            (grown, os.O_APPEND, b"second line\n"),
+        ):
             fd = os.open(path, os.O_WRONLY | flags, 0o644)
             os.write(fd, data)
             os.close(fd)

@@ -49,8 +49,15 @@ def power_loss(mutant: str, variant: str) -> dict[str, Any]:
     how = ["--all"] if ALL else [f"--first={FIRST_STATE[mutant]}"]
     argv = [sys.executable, "-m", "tests.crash.mutants", "--power-loss", mutant, variant, *how]
     env = {**os.environ, "PYTHONPATH": str(git_scenario.REPO)}
-    done = subprocess.run(argv, cwd=git_scenario.REPO, env=env, capture_output=True, text=True,
-                          timeout=3600, check=False)  # fmt: skip
+    done = subprocess.run(
+        argv,
+        cwd=git_scenario.REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     verdict: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return verdict
@@ -69,9 +76,11 @@ def row(
     mutant: str, where: str, verdict: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> str:
     """One line of the table: the mutant, what caught it, and how often."""
-    line = (f"mutant {mutant} ({mutants.DESCRIPTION[mutant]}), {where}: caught by "
-            f"{verdict['checks']} in {verdict['caught']} of {verdict['tried']} tried (first: "
-            f"{verdict.get('first')})")  # fmt: skip
+    line = (
+        f"mutant {mutant} ({mutants.DESCRIPTION[mutant]}), {where}: caught by "
+        f"{verdict['checks']} in {verdict['caught']} of {verdict['tried']} tried (first: "
+        f"{verdict.get('first')})"
+    )
     if "without a crash" in verdict:
         line += f"; without a crash: {verdict['without a crash'] or 'silent'}"
     with capsys.disabled():
@@ -81,9 +90,10 @@ def row(
 
 @pytest.mark.parametrize("mutant", mutants.POWER_LOSS)
 def test_a_power_loss_mutant_is_caught(
-    mutant: str, power_loss_verdicts: dict[tuple[str, str], dict[str, Any]],
+    mutant: str,
+    power_loss_verdicts: dict[tuple[str, str], dict[str, Any]],
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     for variant in VARIANTS:
         verdict = power_loss_verdicts[(mutant, variant)]
         line = row(mutant, f"power loss ({variant})", verdict, capsys)
@@ -93,9 +103,12 @@ def test_a_power_loss_mutant_is_caught(
 
 @pytest.mark.parametrize("mutant", mutants.GIT)
 def test_a_git_mutant_is_caught(
-    mutant: str, git_template: Path, git_reference: git_scenario.Reference, tmp_path: Path,
+    mutant: str,
+    git_template: Path,
+    git_reference: git_scenario.Reference,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     program = mutants.program(mutant)
     trials = [Trial(FIRST_POINT[mutant], "the mutant's point")]
     verdict: dict[str, Any] = {}

@@ -43,9 +43,12 @@ def cli_project(root: Path) -> Path:
 def start(root: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "run", lifecycle.TICKET_ID],
-        cwd=root, env={**os.environ, "TF_FSM_ROOT": str(root)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        cwd=root,
+        env={**os.environ, "TF_FSM_ROOT": str(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def rerun_until_closed(root: Path) -> list[int]:
@@ -133,10 +136,12 @@ def test_sigkill_at_seeded_moments_then_rerun(
     trials = TRIALS * SOAK
     jobs = max(1, min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(jobs) as pool:
-        done = list(pool.map(
-            lambda n: one_trial(n, tmp_path / f"trial-{n}", cli_reference, cli_reference.final),
-            range(trials),
-        ))  # fmt: skip
+        done = list(
+            pool.map(
+                lambda n: one_trial(n, tmp_path / f"trial-{n}", cli_reference, cli_reference.final),
+                range(trials),
+            )
+        )
     failures = [problem for problems, _ in done for problem in problems]
     seen = sum((outcome for _, outcome in done), Counter[str]())
     line = f"SIGKILL (seed {SEED}, run {cli_reference.seconds:.2f} s): {dict(sorted(seen.items()))}"

@@ -125,9 +125,10 @@ def test_the_merge_queue_s_rerun_judges_test_by_test(proj: Project, temp_dir: Pa
     gate = verification(proj, "pt-1")  # verify, before the rebase: nothing made worse
     assert gate["preexisting"] is True and BROKEN_ON_BASE in gate["baselineNote"]
     after = [
-        g for g in proj.events("pt-1", "GateEvaluated")
+        g
+        for g in proj.events("pt-1", "GateEvaluated")
         if (g["reason"] or "").startswith("after the rebase: ")
-    ]  # fmt: skip
+    ]
     assert [(g["name"], g["passed"]) for g in after] == [("tests", False)]
     assert after[0]["reason"] == (
         f"after the rebase: exit code 1, failing only here: {BROKEN_TOGETHER}"
@@ -206,8 +207,10 @@ def test_gate_run_judges_test_by_test_and_blocks_what_it_cannot(
     assert "a --junitxml on the command line wins over that" in base_line and HINT in base_line
     # named in junitXml, the same report judges test by test again
     proj.settings(
-        {"workflow": {"qualityGates": [{**own, "junitXml": "own.xml"}]},
-         "workspace": {"mode": "worktree"}}
-    )  # fmt: skip
+        {
+            "workflow": {"qualityGates": [{**own, "junitXml": "own.xml"}]},
+            "workspace": {"mode": "worktree"},
+        }
+    )
     assert proj.cli("gate", "pt-1", "--run").returncode == 0
     assert reports_left(temp_dir) == []

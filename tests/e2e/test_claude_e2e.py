@@ -44,14 +44,26 @@ def find_claude() -> str:
 def setup(project: Path, claude: str, timeout: float = 60, **workflow: Any) -> Path:
     (project / ".tickets").mkdir(exist_ok=True)
     (project / ".tickets" / f"{TICKET}.md").write_text(TICKET_TEXT, encoding="utf-8")
-    names = ("worker", "research", "fast", "general", "review-general", "review-spec",
-             "review-secop", "fixer")  # fmt: skip
+    names = (
+        "worker",
+        "research",
+        "fast",
+        "general",
+        "review-general",
+        "review-spec",
+        "review-secop",
+        "fixer",
+    )
     settings = {
         "metaModels": {n: {"model": f"anthropic/{MODEL}", "thinking": "high"} for n in names},
         "workflow": workflow,
-        "executor": {"preset": "claude", "program": claude, "timeoutSeconds": timeout,
-                     "restartBackoffSeconds": 0},
-    }  # fmt: skip
+        "executor": {
+            "preset": "claude",
+            "program": claude,
+            "timeoutSeconds": timeout,
+            "restartBackoffSeconds": 0,
+        },
+    }
     (project / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
     return project / ".tf" / "knowledge" / "tickets" / TICKET
 
@@ -74,8 +86,12 @@ def run(
     }
     return subprocess.run(
         [sys.executable, "-m", "tf_fsm", "run", TICKET],
-        cwd=project, env=env, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def events(ticket_dir: Path, name: str) -> list[dict[str, Any]]:
@@ -97,13 +113,25 @@ def test_claude_runs_a_whole_lifecycle(project: Path, tmp_path: Path) -> None:
     assert {r.body["model"] for r in requests} == {MODEL}  # the provider prefix is dropped
     log = (ticket_dir / "logs" / "attempt-1" / "implement-worker.log").read_text()
     assert shlex.split(log.splitlines()[0].removeprefix("$ ")) == [
-        claude, "-p", "--output-format", "json", "--permission-mode", "acceptEdits",
-        "--no-session-persistence", "--model", MODEL, "--effort", "high",
-    ]  # fmt: skip
+        claude,
+        "-p",
+        "--output-format",
+        "json",
+        "--permission-mode",
+        "acceptEdits",
+        "--no-session-persistence",
+        "--model",
+        MODEL,
+        "--effort",
+        "high",
+    ]
     finished = events(ticket_dir, "InvocationFinished")
     assert len(finished) == 10
-    expected = {"inputTokens": 2 * PROMPT_TOKENS, "outputTokens": 2 * COMPLETION_TOKENS,
-                "costUsd": INVOCATION_COST}  # fmt: skip
+    expected = {
+        "inputTokens": 2 * PROMPT_TOKENS,
+        "outputTokens": 2 * COMPLETION_TOKENS,
+        "costUsd": INVOCATION_COST,
+    }
     assert all(e["usage"] == expected for e in finished), finished
     state = json.loads((ticket_dir / "retry-state.json").read_text())
     assert state["attempts"][0]["usage"]["costUsd"] == round(10 * INVOCATION_COST, 6)
@@ -123,8 +151,13 @@ def test_claude_rate_limit_is_restarted(project: Path, tmp_path: Path) -> None:
         return None
 
     with StubModelServer(lifecycle_script(TICKET, faults=faults)) as stub:
-        ticket_dir = setup(project, claude, enableResearcher=False, enableCloser=False,
-                           enableReviewers=["reviewer-general"])  # fmt: skip
+        ticket_dir = setup(
+            project,
+            claude,
+            enableResearcher=False,
+            enableCloser=False,
+            enableReviewers=["reviewer-general"],
+        )
         result = run(project, tmp_path, stub.base_url)
     assert result.returncode == 0, result.stdout + result.stderr
     (restart,) = events(ticket_dir, "InvocationRestarted")
@@ -147,8 +180,10 @@ def test_claude_server_error_is_restarted(project: Path, tmp_path: Path) -> None
         ticket_dir = setup(project, claude, **SHORT)
         result = run(project, tmp_path, stub.base_url)
     assert result.returncode == 0, result.stdout + result.stderr
-    finished = [(e["phase"], e["ok"], e.get("failureClass"))
-                for e in events(ticket_dir, "InvocationFinished")]  # fmt: skip
+    finished = [
+        (e["phase"], e["ok"], e.get("failureClass"))
+        for e in events(ticket_dir, "InvocationFinished")
+    ]
     assert finished[:2] == [("implement", False, "provider"), ("implement", True, None)]
     (restart,) = events(ticket_dir, "InvocationRestarted")
     assert restart["failureClass"] == "provider" and "500" in restart["failure"], restart

@@ -39,8 +39,11 @@ from tests.test_transient import kill_agents, once
 
 MAJOR = "`src/parser.py:42` - parse_expr recurses without bound on nested input"
 #: one Codex turn: the tool call that writes the artifact, then the answer; Codex sums both
-PER_INVOCATION = {"inputTokens": 2 * PROMPT_TOKENS, "outputTokens": 2 * COMPLETION_TOKENS,
-                  "costUsd": 0.0}  # fmt: skip
+PER_INVOCATION = {
+    "inputTokens": 2 * PROMPT_TOKENS,
+    "outputTokens": 2 * COMPLETION_TOKENS,
+    "costUsd": 0.0,
+}
 #: attempt 1: research, implement, 3 reviews, fix, 3 verifies, close (blocked);
 #: attempt 2: 3 reviews, the escalated fix, 3 verifies, close
 ATTEMPT_INVOCATIONS = (10, 8)
@@ -79,8 +82,7 @@ def test_codex_runs_a_whole_lifecycle_blocked_then_escalated(
 
     # The state: blocked by the quality gate, then closed with the escalated fixer.
     state = proj.state()
-    attempts = [(a["attemptNumber"], a["status"], a.get("failureClass")) for a in
-                state["attempts"]]  # fmt: skip
+    attempts = [(a["attemptNumber"], a["status"], a.get("failureClass")) for a in state["attempts"]]
     assert attempts == [(1, "blocked", "quality"), (2, "closed", None)]
     assert state["attempts"][0]["escalation"]["fixer"] is None
     assert state["attempts"][1]["escalation"]["fixer"] == "openai/fixer-strong"
@@ -105,18 +107,36 @@ def test_codex_runs_a_whole_lifecycle_blocked_then_escalated(
     fixers = [r.body["model"] for r in requests[::2] if "- Phase: fix" in r.user_text()]
     assert fixers == [MODELS["fixer"], MODELS["strong"]]
     assert {r.body["model"] for r in requests} == {
-        MODELS[m] for m in ("research", "worker", "review-general", "review-spec",
-                            "review-secop", "fixer", "strong", "fast")
-    }  # fmt: skip
+        MODELS[m]
+        for m in (
+            "research",
+            "worker",
+            "review-general",
+            "review-spec",
+            "review-secop",
+            "fixer",
+            "strong",
+            "fast",
+        )
+    }
 
     # The preset's exact argv, then the stub provider, in each log; the prompt on stdin.
     log = (proj.dir / "logs" / "attempt-2" / "fix-fixer.log").read_text()
     argv = shlex.split(log.splitlines()[0].removeprefix("$ "))
     assert argv == [
-        codex, "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
-        "-m", MODELS["strong"], "-c", "model_reasoning_effort=low",
-        *provider_args(stub.base_url), "-",
-    ]  # fmt: skip
+        codex,
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "workspace-write",
+        "-m",
+        MODELS["strong"],
+        "-c",
+        "model_reasoning_effort=low",
+        *provider_args(stub.base_url),
+        "-",
+    ]
 
     # Usage per invocation in the journal (Codex reports no cost), per attempt in retry-state,
     # per ticket in status.
@@ -153,19 +173,27 @@ def test_codex_provider_errors_are_restarted_then_end_in_error(
         (project / ".tickets" / f"{TICKET_ID}.md").write_text(TICKET_TEXT, encoding="utf-8")
         settings: dict[str, Any] = {
             "metaModels": {"worker": {"model": "openai/gpt-5.1", "thinking": "high"}},
-            "executor": {"preset": "codex", "program": codex,
-                         "extraArgs": provider_args(stub.base_url), "maxRestarts": 1,
-                         "restartBackoffSeconds": 0, "timeoutSeconds": 60},
-        }  # fmt: skip
+            "executor": {
+                "preset": "codex",
+                "program": codex,
+                "extraArgs": provider_args(stub.base_url),
+                "maxRestarts": 1,
+                "restartBackoffSeconds": 0,
+                "timeoutSeconds": 60,
+            },
+        }
         (project / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
         home = tmp_path / "codex-home"
         home.mkdir()
-        env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(home),
-               API_KEY_ENV: "k" * 16}  # fmt: skip
+        env = {**os.environ, "CODEX_HOME": str(home), "HOME": str(home), API_KEY_ENV: "k" * 16}
         result = subprocess.run(
             [sys.executable, "-m", "tf_fsm", "run", TICKET_ID, "--no-research"],
-            cwd=project, env=env, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         requests = list(stub.requests)
     assert result.returncode == 5, result.stdout + result.stderr
     assert len(requests) == 2  # the first try and its one restart
@@ -186,15 +214,18 @@ def test_codex_provider_errors_are_restarted_then_end_in_error(
 # -- the transient path, each fault once: restarted, then the attempt closes --------------
 
 
-def short_project(project: Path, tmp_path: Path, codex: str, base_url: str,
-                  **executor: Any) -> CodexProject:  # fmt: skip
+def short_project(
+    project: Path, tmp_path: Path, codex: str, base_url: str, **executor: Any
+) -> CodexProject:
     """Short lifecycles: implement and one review (no finding, so no fix); no research, no
     closer."""
     proj = CodexProject(project, tmp_path, codex, base_url)
     proj.settings(
         executor=executor,
-        enableResearcher=False, enableCloser=False, enableReviewers=["reviewer-general"],
-    )  # fmt: skip
+        enableResearcher=False,
+        enableCloser=False,
+        enableReviewers=["reviewer-general"],
+    )
     return proj
 
 
@@ -206,8 +237,9 @@ def test_codex_server_error_is_restarted(codex: str, project: Path, tmp_path: Pa
         proj = short_project(project, tmp_path, codex, stub.base_url)
         result = proj.tf("run", TICKET_ID)
     assert result.returncode == 0, result.stdout + result.stderr
-    finished = [(e["phase"], e["ok"], e.get("failureClass")) for e in
-                proj.events("InvocationFinished")]  # fmt: skip
+    finished = [
+        (e["phase"], e["ok"], e.get("failureClass")) for e in proj.events("InvocationFinished")
+    ]
     assert finished[:2] == [("implement", False, "provider"), ("implement", True, None)]
     (restart,) = proj.events("InvocationRestarted")
     assert restart["failureClass"] == "provider" and "high demand" in restart["failure"]

@@ -23,21 +23,48 @@ SHARED = "top\n-\nmiddle\n-\nbottom\n"
 
 def overlap_plan() -> dict[str, Any]:
     """The fake agent's plan (benchmarks/bench_conflicts.py runs the same backlog)."""
-    major = {"severity": "Major", "text": "`shared.txt:3` - the middle is wrong",
-             "reviewer": "reviewer-general", "fixedBy": [STRONG], "id": "f1"}  # fmt: skip
+    major = {
+        "severity": "Major",
+        "text": "`shared.txt:3` - the middle is wrong",
+        "reviewer": "reviewer-general",
+        "fixedBy": [STRONG],
+        "id": "f1",
+    }
     return {
         "findings": [major],
         "edits": [
-            {"phase": "implement", "attempt": 1, "ticket": "pt-1", "file": "shared.txt",
-             "mode": "sub", "pattern": "^top$", "text": "top by pt-1"},
-            {"phase": "implement", "attempt": 1, "ticket": "pt-2", "file": "shared.txt",
-             "mode": "sub", "pattern": "^bottom$", "text": "bottom by pt-2"},
-            {"phase": "fix", "attempt": 2, "file": "shared.txt", "mode": "sub",
-             "pattern": "^(middle.*)$", "text": "\\1, fixed by {ticket}"},
+            {
+                "phase": "implement",
+                "attempt": 1,
+                "ticket": "pt-1",
+                "file": "shared.txt",
+                "mode": "sub",
+                "pattern": "^top$",
+                "text": "top by pt-1",
+            },
+            {
+                "phase": "implement",
+                "attempt": 1,
+                "ticket": "pt-2",
+                "file": "shared.txt",
+                "mode": "sub",
+                "pattern": "^bottom$",
+                "text": "bottom by pt-2",
+            },
+            {
+                "phase": "fix",
+                "attempt": 2,
+                "file": "shared.txt",
+                "mode": "sub",
+                "pattern": "^(middle.*)$",
+                "text": "\\1, fixed by {ticket}",
+            },
         ],
-        "pause": [{"phase": "fix", "attempt": 2, "seconds": 0.5},
-                  {"phase": "implement", "attempt": 1, "seconds": 0.3}],
-    }  # fmt: skip
+        "pause": [
+            {"phase": "fix", "attempt": 2, "seconds": 0.5},
+            {"phase": "implement", "attempt": 1, "seconds": 0.3},
+        ],
+    }
 
 
 def run_backlog(proj: Project, avoid: bool) -> dict[str, Any]:

@@ -26,15 +26,23 @@ REVIEWER = "reviewer-general"
 
 
 def conflict_run(
-    proj: Project, edits: list[dict[str, Any]], settings: dict[str, Any] | None = None,
-    files: dict[str, str] | None = None, **plan: Any,
-) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    proj: Project,
+    edits: list[dict[str, Any]],
+    settings: dict[str, Any] | None = None,
+    files: dict[str, str] | None = None,
+    **plan: Any,
+) -> subprocess.CompletedProcess[str]:
     """pt-1 merges while pt-2 is paused in implement; then pt-2 runs to its end: its run."""
     base = {"workspace": {"mode": "worktree"}}
-    proj.create(["pt-1", "pt-2"], {**base, **(settings or {})},
-                files=files or {"shared.txt": "original\n"})  # fmt: skip
-    pause = {"phase": "implement", "ticket": "pt-2", "touch": str(proj.sync / "pt-2"),
-             "until": str(proj.sync / "go")}  # fmt: skip
+    proj.create(
+        ["pt-1", "pt-2"], {**base, **(settings or {})}, files=files or {"shared.txt": "original\n"}
+    )
+    pause = {
+        "phase": "implement",
+        "ticket": "pt-2",
+        "touch": str(proj.sync / "pt-2"),
+        "until": str(proj.sync / "go"),
+    }
     proj.plan(edits=edits, pause=[pause], **plan)
     second = proj.start("run", "pt-2")
     proj.wait_for("pt-2", second)
@@ -46,8 +54,9 @@ def conflict_run(
 
 
 def same_hunk() -> list[dict[str, Any]]:
-    return [{"phase": "implement", "file": "shared.txt", "text": "{ticket} was here",
-             "mode": "write"}]  # fmt: skip
+    return [
+        {"phase": "implement", "file": "shared.txt", "text": "{ticket} was here", "mode": "write"}
+    ]
 
 
 def assert_left_for_a_person(proj: Project, done: subprocess.CompletedProcess[str]) -> str:
@@ -220,9 +229,10 @@ def test_a_commit_dropped_from_the_base_is_not_brought_back(proj: Project) -> No
     git(proj.root, "commit", "-q", "-m", "a commit to drop")
     proj.plan(
         edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = 1"}],
-        pause=[{"phase": "review", "touch": str(proj.sync / "review"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+        pause=[
+            {"phase": "review", "touch": str(proj.sync / "review"), "until": str(proj.sync / "go")}
+        ],
+    )
     run = proj.start("run", "pt-1")
     proj.wait_for("review", run)
     git(proj.root, "reset", "-q", "--hard", "HEAD~1")  # the person drops it...
@@ -287,12 +297,20 @@ def test_rerun_mode_runs_the_attempt_again_from_the_base_tip(proj: Project) -> N
 
 
 def test_a_run_killed_during_the_resolution_is_finished_by_the_next(proj: Project) -> None:
-    proj.create(["pt-1", "pt-2"], {"workspace": {"mode": "worktree"}},
-                files={"shared.txt": "original\n"})  # fmt: skip
-    paused = {"phase": "implement", "ticket": "pt-2", "touch": str(proj.sync / "pt-2"),
-              "until": str(proj.sync / "go")}  # fmt: skip
-    resolving = {"phase": "resolve", "touch": str(proj.sync / "resolving"),
-                 "until": str(proj.sync / "resolve")}  # fmt: skip
+    proj.create(
+        ["pt-1", "pt-2"], {"workspace": {"mode": "worktree"}}, files={"shared.txt": "original\n"}
+    )
+    paused = {
+        "phase": "implement",
+        "ticket": "pt-2",
+        "touch": str(proj.sync / "pt-2"),
+        "until": str(proj.sync / "go"),
+    }
+    resolving = {
+        "phase": "resolve",
+        "touch": str(proj.sync / "resolving"),
+        "until": str(proj.sync / "resolve"),
+    }
     proj.plan(edits=[*same_hunk(), RESOLVE], pause=[paused, resolving])
     second = proj.start_alone("run", "pt-2")
     deadline = time.monotonic() + 60

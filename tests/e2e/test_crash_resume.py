@@ -30,13 +30,20 @@ SETTLED = (0, 3, 4)
 
 
 def start(e2e: Harness) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_LOG": str(e2e.log_file),
-           "TF_FSM_ROOT": str(e2e.project)}  # fmt: skip
+    env = {
+        **os.environ,
+        "FAKE_AGENT_PLAN": str(e2e.plan_file),
+        "FAKE_AGENT_LOG": str(e2e.log_file),
+        "TF_FSM_ROOT": str(e2e.project),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "run", "pt-1"],
-        cwd=e2e.project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        cwd=e2e.project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def settle(e2e: Harness) -> int:

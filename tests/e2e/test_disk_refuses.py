@@ -39,9 +39,11 @@ def in_namespace(script: str, **env: str) -> subprocess.CompletedProcess[str]:
     assert UNSHARE is not None
     return subprocess.run(
         [*UNSHARE, "bash", "-c", script],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PY": sys.executable, **env},
-    )  # fmt: skip
+    )
 
 
 def blocked_once(e2e: Harness) -> None:
@@ -73,9 +75,13 @@ def test_a_full_disk_is_exit_74_and_the_state_is_kept(e2e: Harness, tmp_path: Pa
     out.mkdir()
     mnt.mkdir()
     ran = in_namespace(
-        FULL_DISK, MNT=str(mnt), SRC=str(e2e.project), OUT=str(out),
-        FAKE_AGENT_PLAN=str(e2e.plan_file), TF_FSM_ROOT="",
-    )  # fmt: skip
+        FULL_DISK,
+        MNT=str(mnt),
+        SRC=str(e2e.project),
+        OUT=str(out),
+        FAKE_AGENT_PLAN=str(e2e.plan_file),
+        TF_FSM_ROOT="",
+    )
     assert ran.returncode == 0, ran.stderr
     stderr = (out / "stderr-1").read_text()
     assert (out / "rc-1").read_text().strip() == "74", stderr
@@ -115,9 +121,14 @@ def test_a_disk_that_fills_mid_run_stops_it_resumably(e2e: Harness, tmp_path: Pa
     settings["executor"]["command"] = ["bash", "-c", FILLER]
     (e2e.project / ".tf" / "config" / "settings.json").write_text(json.dumps(settings))
     ran = in_namespace(
-        FILLS_MID_RUN, MNT=str(mnt), SRC=str(e2e.project), OUT=str(out),
-        FILL=str(mnt / "filler"), AGENT=str(AGENT), FAKE_AGENT_PLAN=str(e2e.plan_file),
-    )  # fmt: skip
+        FILLS_MID_RUN,
+        MNT=str(mnt),
+        SRC=str(e2e.project),
+        OUT=str(out),
+        FILL=str(mnt / "filler"),
+        AGENT=str(AGENT),
+        FAKE_AGENT_PLAN=str(e2e.plan_file),
+    )
     assert ran.returncode == 0, ran.stderr
     stderr = (out / "stderr-1").read_text()
     assert (out / "rc-1").read_text().strip() == "74", stderr

@@ -22,12 +22,20 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the lock's sock
 
 
 def _first_run(e2e: Harness) -> subprocess.Popen[str]:
-    env = {**os.environ, "FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_LOG": str(e2e.log_file),
-           "TF_FSM_ROOT": str(e2e.project)}  # fmt: skip
+    env = {
+        **os.environ,
+        "FAKE_AGENT_PLAN": str(e2e.plan_file),
+        "FAKE_AGENT_LOG": str(e2e.log_file),
+        "TF_FSM_ROOT": str(e2e.project),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "run", "pt-1"],
-        cwd=e2e.project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=e2e.project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not e2e.agent_calls(phase="implement"):  # it holds the lock, mid-attempt
         assert time.monotonic() < deadline and proc.poll() is None, "the first run never started"
@@ -36,9 +44,7 @@ def _first_run(e2e: Harness) -> subprocess.Popen[str]:
 
 
 @pytest.mark.parametrize("deleted", ["lock", "lock and owner note", "ticket directory"])
-def test_a_second_run_is_refused_after_the_lock_file_is_deleted(
-    e2e: Harness, deleted: str
-) -> None:
+def test_a_second_run_is_refused_after_the_lock_file_is_deleted(e2e: Harness, deleted: str) -> None:
     e2e.plan(hang=[{"phase": "implement", "seconds": 3}])
     first = _first_run(e2e)
     if deleted == "ticket directory":

@@ -62,25 +62,47 @@ def test_pi_runs_a_whole_lifecycle_with_usage_and_cost(
     # Each invocation is two model calls: the write, then the final answer after the result.
     assert len(requests) == 2 * INVOCATIONS
     assert {r.body["model"] for r in requests} == {
-        MODELS[m] for m in ("research", "worker", "review-general", "review-spec",
-                            "review-secop", "fixer", "fast")
-    }  # fmt: skip
+        MODELS[m]
+        for m in (
+            "research",
+            "worker",
+            "review-general",
+            "review-spec",
+            "review-secop",
+            "fixer",
+            "fast",
+        )
+    }
 
     # The preset's exact argv is in each log.
     log = (proj.dir / "logs" / "attempt-1" / "implement-worker.log").read_text()
     argv = shlex.split(log.splitlines()[0].removeprefix("$ "))
-    assert argv == [pi, "-p", "--mode", "json", "--no-session", "--model", "stub/coder",
-                    "--thinking", "low"]  # fmt: skip
+    assert argv == [
+        pi,
+        "-p",
+        "--mode",
+        "json",
+        "--no-session",
+        "--model",
+        "stub/coder",
+        "--thinking",
+        "low",
+    ]
 
     # Usage per invocation in the journal, per attempt in retry-state, per ticket in status.
     finished = proj.events("InvocationFinished")
     assert len(finished) == INVOCATIONS
-    per_call = {"inputTokens": 2 * PROMPT_TOKENS, "outputTokens": 2 * COMPLETION_TOKENS,
-                "costUsd": round(2 * REPLY_COST, 6)}  # fmt: skip
+    per_call = {
+        "inputTokens": 2 * PROMPT_TOKENS,
+        "outputTokens": 2 * COMPLETION_TOKENS,
+        "costUsd": round(2 * REPLY_COST, 6),
+    }
     assert all(e["ok"] and e["usage"] == per_call for e in finished), finished
-    total = {"inputTokens": INVOCATIONS * 2 * PROMPT_TOKENS,
-             "outputTokens": INVOCATIONS * 2 * COMPLETION_TOKENS,
-             "costUsd": round(INVOCATIONS * 2 * REPLY_COST, 6)}  # fmt: skip
+    total = {
+        "inputTokens": INVOCATIONS * 2 * PROMPT_TOKENS,
+        "outputTokens": INVOCATIONS * 2 * COMPLETION_TOKENS,
+        "costUsd": round(INVOCATIONS * 2 * REPLY_COST, 6),
+    }
     attempt = proj.state()["attempts"][0]
     assert (attempt["status"], attempt["usage"]) == ("closed", total)
     assert "failureClass" not in attempt
@@ -107,10 +129,18 @@ def test_pi_budget_stops_escalation(pi: str, project: Path, tmp_path: Path) -> N
     script = lifecycle_script(TICKET_ID, majors=[MAJOR], verify_majors=[MAJOR])
     with StubModelServer(script) as stub:
         proj = PiProject(project, tmp_path, pi, stub.base_url)
-        escalation = {"enabled": True, "maxRetries": 3, "maxCostUsd": 0.005,
-                      "models": {"fixer": "strong"}}  # fmt: skip
-        proj.settings(escalation=escalation, enableResearcher=False, enableCloser=False,
-                      enableReviewers=["reviewer-general"])  # fmt: skip
+        escalation = {
+            "enabled": True,
+            "maxRetries": 3,
+            "maxCostUsd": 0.005,
+            "models": {"fixer": "strong"},
+        }
+        proj.settings(
+            escalation=escalation,
+            enableResearcher=False,
+            enableCloser=False,
+            enableReviewers=["reviewer-general"],
+        )
         result = proj.tf("run", TICKET_ID)
         calls = len(stub.requests)
     assert result.returncode == 4, result.stdout + result.stderr

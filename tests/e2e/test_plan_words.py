@@ -22,7 +22,7 @@ def conflicted(proj: Project) -> str:
     proj.plan(
         edits=[{"phase": "implement", "file": "shared.txt", "text": "{ticket}", "mode": "write"}],
         pause=[{"phase": "implement", "seconds": 0.3}],
-    )  # fmt: skip
+    )
     assert proj.cli("ralph", "--workers", "2").returncode == 0
     (loser,) = [t for t, row in proj.status_json().items() if row["state"] == "error"]
     return loser

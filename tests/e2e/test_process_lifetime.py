@@ -92,9 +92,11 @@ def test_what_an_agent_leaves_running_ends_with_its_phase(e2e: Harness, tmp_path
     e2e.plan(background=LEFTOVERS)
     started = time.monotonic()
     done = run_cli(
-        "run", "pt-1", cwd=e2e.project,
+        "run",
+        "pt-1",
+        cwd=e2e.project,
         env={"FAKE_AGENT_PLAN": str(e2e.plan_file), "FAKE_AGENT_BACKGROUND": str(record)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 60, "a phase waited for its leftovers' output"
     left = leftovers(record)
@@ -111,9 +113,12 @@ def _spawn_run(e2e: Harness, record: Path) -> subprocess.Popen[bytes]:
     }
     return subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "run", "pt-1"],
-        cwd=e2e.project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=e2e.project,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,  # the kill below is of its pid alone, not of a group
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -192,9 +197,12 @@ def test_sigkill_of_the_loop_alone_takes_its_workers_and_agents_down(
     backlog.plan(background=LEFTOVERS, hang=[{"phase": "review", "seconds": 1}])
     loop = subprocess.Popen(
         [sys.executable, "-m", "tf_fsm", "ralph", "--workers", "2"],
-        cwd=project, env={**os.environ, **backlog.env()},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        cwd=project,
+        env={**os.environ, **backlog.env()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 30
     while len(leftovers(backlog.record)) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)

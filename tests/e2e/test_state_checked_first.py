@@ -10,9 +10,7 @@ from tests.e2e.conftest import Harness, finding
 
 
 @pytest.mark.parametrize("how", ["--retry-reset", "state gone"])
-def test_an_undecodable_journal_line_stops_the_run_before_any_agent(
-    e2e: Harness, how: str
-) -> None:
+def test_an_undecodable_journal_line_stops_the_run_before_any_agent(e2e: Harness, how: str) -> None:
     """Neither a reset nor a ticket without retry-state.json (moved aside before) reads the
     journal on its way to the first agent: only the check up front stops it."""
     e2e.plan(findings=[finding("f1", fixed_by=[])])  # attempt 1 stays blocked

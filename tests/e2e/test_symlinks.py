@@ -83,9 +83,7 @@ def test_the_ticket_directory_symlinked_outside_is_refused(e2e: Harness, outside
     assert snapshot(outside) == before
 
 
-def test_the_knowledge_directory_symlinked_outside_is_refused(
-    e2e: Harness, outside: Path
-) -> None:
+def test_the_knowledge_directory_symlinked_outside_is_refused(e2e: Harness, outside: Path) -> None:
     link = e2e.project / ".tf" / "knowledge"
     link.symlink_to(outside, target_is_directory=True)
     before = snapshot(outside)

@@ -199,9 +199,14 @@ def writer(
     project: Path, ticket: str, log: Path, modes: dict[str, str] | None = None, **kw: Any
 ) -> Proc:
     args = (
-        str(kdir(project, ticket)), modes or {}, str(log), kw.get("delay", 0.1),
-        kw.get("pause", 0.05), kw.get("only", []), kw.get("go", ""),
-    )  # fmt: skip
+        str(kdir(project, ticket)),
+        modes or {},
+        str(log),
+        kw.get("delay", 0.1),
+        kw.get("pause", 0.05),
+        kw.get("only", []),
+        kw.get("go", ""),
+    )
     code = f"from tests.e2e.test_watch_e2e import writer_main; writer_main(*{args!r})"
     env = {"PYTHONPATH": str(REPO)}
     return Proc([sys.executable, "-c", code], project, log.with_name(f"{log.stem}-proc"), env)

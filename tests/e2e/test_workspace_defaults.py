@@ -109,8 +109,11 @@ def test_an_explicit_setting_keeps_one_ticket_at_a_time_in_the_projects_tree(
     assert [c["subject"] for c in proj.first_parent()] == ["initial"]
     assert proj.ticket_branches() == [] and proj.worktrees() == [(str(proj.root), "main")]
     assert changes(proj.root) == [
-        " M .tickets/pt-1.md", " M .tickets/pt-2.md", "?? pt-1.txt", "?? pt-2.txt"
-    ]  # fmt: skip
+        " M .tickets/pt-1.md",
+        " M .tickets/pt-2.md",
+        "?? pt-1.txt",
+        "?? pt-2.txt",
+    ]
 
 
 def test_serial_use_worktree_false_still_gives_parallel_tickets_a_worktree_each(
@@ -119,8 +122,11 @@ def test_serial_use_worktree_false_still_gives_parallel_tickets_a_worktree_each(
     proj.create(list(TICKETS), {"ralph": {"serialUseWorktree": False}})
     proj.plan(edits=EDIT_OWN_FILE)
     dry = proj.cli("ralph", "--workers", "2", "--dry-run", "--json")
-    trees = {e["ticket"]: e["tree"] for e in map(json.loads, dry.stdout.splitlines())
-             if e["event"] == "plan"}  # fmt: skip
+    trees = {
+        e["ticket"]: e["tree"]
+        for e in map(json.loads, dry.stdout.splitlines())
+        if e["event"] == "plan"
+    }
     parallel = (True, "workspace.mode auto: parallel tickets cannot share a tree")
     assert {t: (tree["worktree"], tree["why"]) for t, tree in trees.items()} == dict.fromkeys(
         TICKETS, parallel
@@ -287,10 +293,17 @@ def test_plan_and_dry_run_name_each_ticket_s_worktree(proj: Project) -> None:
     tree = json.loads(proj.cli("run", "pt-1", "--plan", "--json").stdout)["tree"]
     summary = "the ticket's worktree .tf/ralph/worktrees/pt-1 (branch tf/pt-1 from main)"
     assert tree == {
-        "worktree": True, "why": "workspace.mode auto", "note": None, "refused": None,
-        "path": str(worktree_of(proj, "pt-1")), "branch": "tf/pt-1", "base": "main",
-        "exists": False, "uncommitted": 0, "summary": summary,
-    }  # fmt: skip
+        "worktree": True,
+        "why": "workspace.mode auto",
+        "note": None,
+        "refused": None,
+        "path": str(worktree_of(proj, "pt-1")),
+        "branch": "tf/pt-1",
+        "base": "main",
+        "exists": False,
+        "uncommitted": 0,
+        "summary": summary,
+    }
     text = proj.cli("run", "pt-1", "--plan")
     assert f"\ntree: {summary}\n" in text.stdout, text.stdout
 

@@ -37,7 +37,8 @@ def test_only_the_merge_commit_runs_the_users_hooks(proj: Project) -> None:
     assert proj.tf_refs() == ["refs/tf/pt-1/attempt-1"]  # the rollback happened
     line = proj.first_parent()
     assert [(c["ticket"], c["subject"]) for c in line][:2] == [
-        ("pt-1", "Merge pt-1: Ticket pt-1"), ("", "moved"),
-    ]  # fmt: skip
+        ("pt-1", "Merge pt-1: Ticket pt-1"),
+        ("", "moved"),
+    ]
     assert proj.ticket_branches() == []  # removed after the merge
     assert hooks_run(log) == [(name, str(proj.root)) for name in MERGE_COMMIT_HOOKS]

@@ -243,12 +243,24 @@ def run_trial(template: Path, tmp: Path, seed: int, target: str, how: str) -> Tr
     proj = new_project(template, tmp, tickets)
     base = git(proj.root, "rev-parse", "main")
     proj.plan(
-        edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = '{ticket}'",
-                "mode": "write"}],
-        pause=[{"phase": "implement", "touch": str(proj.sync / "reached-{ticket}"),
-                "until": str(proj.sync / "go"), "seconds": 40},
-               {"phase": "review", "seconds": round(rng.uniform(0, 0.3), 3)}],
-    )  # fmt: skip
+        edits=[
+            {
+                "phase": "implement",
+                "file": "src/{ticket}.py",
+                "text": "X = '{ticket}'",
+                "mode": "write",
+            }
+        ],
+        pause=[
+            {
+                "phase": "implement",
+                "touch": str(proj.sync / "reached-{ticket}"),
+                "until": str(proj.sync / "go"),
+                "seconds": 40,
+            },
+            {"phase": "review", "seconds": round(rng.uniform(0, 0.3), 3)},
+        ],
+    )
     argv = ["run", "pt-1", "--worktree"] if how == "run" else ["ralph", "--workers", "2"]
     person = Person(proj)
     person.start()
@@ -383,9 +395,14 @@ def test_a_kill_between_the_rebases_pick_and_its_commit_is_undone_by_the_rerun(
     git(proj.root, "config", "gpg.program", str(signer))
     proj.plan(
         edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = 1"}],
-        pause=[{"phase": "implement", "touch": str(proj.sync / "reached-{ticket}"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+        pause=[
+            {
+                "phase": "implement",
+                "touch": str(proj.sync / "reached-{ticket}"),
+                "until": str(proj.sync / "go"),
+            }
+        ],
+    )
     person = Person(proj)
     person.start()
     proc = proj.start_alone("run", "pt-1")
@@ -421,8 +438,10 @@ def test_a_merge_killed_half_way_at_the_root_is_undone_after_another_ticket_merg
     ticket's files at the root, not its index yet, when tf-fsm was killed; another ticket
     merges next, then the ticket's rerun undoes its half merge and merges it, once."""
     proj.create(["pt-1", "pt-2"], {"workspace": {"mode": "worktree"}})
-    heavy = [{"phase": "implement", "ticket": "pt-2", "file": f"src/pt-2/f{n}.txt",
-              "text": "{ticket}"} for n in range(HEAVY)]  # fmt: skip
+    heavy = [
+        {"phase": "implement", "ticket": "pt-2", "file": f"src/pt-2/f{n}.txt", "text": "{ticket}"}
+        for n in range(HEAVY)
+    ]
     pt_1 = {"phase": "implement", "ticket": "pt-1", "file": "src/pt-1.py", "text": "X = 1"}
     proj.plan(edits=[*heavy, pt_1])
     run = proj.start_alone("run", "pt-2")

@@ -41,9 +41,15 @@ def test_a_worktree_removed_while_a_reviewer_runs_stops_the_run_and_the_next_run
     proj.create(["pt-1"], SETTINGS)
     proj.plan(
         edits=EDITS,
-        pause=[{"phase": "review", "role": "reviewer-general", "touch": str(proj.sync / "in"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+        pause=[
+            {
+                "phase": "review",
+                "role": "reviewer-general",
+                "touch": str(proj.sync / "in"),
+                "until": str(proj.sync / "go"),
+            }
+        ],
+    )
     proc = proj.start("run", "pt-1")
     proj.wait_for("in", proc)
     tree = worktree_of(proj, "pt-1")

@@ -23,9 +23,10 @@ def test_a_ticket_with_no_commit_of_its_own_gets_its_close_committed_after_the_b
     its tk close on main; the root is left clean."""
     proj.create(["pt-1"], {"workspace": {"mode": "worktree"}})
     proj.plan(
-        pause=[{"phase": "review", "touch": str(proj.sync / "review"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+        pause=[
+            {"phase": "review", "touch": str(proj.sync / "review"), "until": str(proj.sync / "go")}
+        ],
+    )
     run = proj.start("run", "pt-1")
     proj.wait_for("review", run)
     person = proj.person_commits()
@@ -37,8 +38,10 @@ def test_a_ticket_with_no_commit_of_its_own_gets_its_close_committed_after_the_b
     assert proj.tk_status("pt-1") == "closed"
     line = proj.first_parent()
     assert [(c["ticket"], c["subject"]) for c in line] == [
-        ("pt-1", "Merge pt-1: Ticket pt-1"), ("", "a person's commit"), ("", "initial"),
-    ]  # fmt: skip
+        ("pt-1", "Merge pt-1: Ticket pt-1"),
+        ("", "a person's commit"),
+        ("", "initial"),
+    ]
     assert line[0]["parents"] == [person]  # nothing to merge but the close
     assert proj.show("main:person.txt") == "a person's change\n"
     (completed,) = proj.events("pt-1", "MergeCompleted")
@@ -139,8 +142,10 @@ def test_without_auto_merge_a_passed_ticket_stays_open_until_tf_fsm_merge_merges
     assert len(proj.calls()) == calls  # no agent ran
     line = proj.first_parent()
     assert [(c["ticket"], c["subject"]) for c in line] == [
-        ("pt-1", "Merge pt-1: Ticket pt-1"), ("", "the tickets"), ("", "initial"),
-    ]  # fmt: skip
+        ("pt-1", "Merge pt-1: Ticket pt-1"),
+        ("", "the tickets"),
+        ("", "initial"),
+    ]
     assert proj.show("main:pt-1.txt") == "pt-1\n"
     assert proj.tk_status("pt-1", "main") == "closed" == proj.tk_status("pt-1")
     assert proj.status_json()["pt-1"]["state"] == "closed"
@@ -173,9 +178,15 @@ def test_tf_fsm_merge_of_a_conflict_fails_as_a_run_does_and_merges_once_resolved
 ) -> None:
     proj.create(["pt-1", "pt-2"], NO_AUTO_MERGE, files={"shared.txt": "original\n"})
     proj.plan(
-        edits=[{"phase": "implement", "file": "shared.txt", "text": "{ticket} was here",
-                "mode": "write"}],
-    )  # fmt: skip
+        edits=[
+            {
+                "phase": "implement",
+                "file": "shared.txt",
+                "text": "{ticket} was here",
+                "mode": "write",
+            }
+        ],
+    )
     for tid in ("pt-1", "pt-2"):
         done = proj.cli("run", tid)
         assert done.returncode == 0, done.stderr

@@ -32,10 +32,16 @@ def test_six_independent_untagged_tickets_run_side_by_side_and_merge_once_each(
     proj.create(TICKETS, files={"README.md": "a project\n"})
     initial = git(proj.root, "rev-parse", "main")
     proj.plan(
-        edits=[{"phase": "implement", "file": "src/{ticket}.py", "text": "X = '{ticket}'",
-                "mode": "write"}],
+        edits=[
+            {
+                "phase": "implement",
+                "file": "src/{ticket}.py",
+                "text": "X = '{ticket}'",
+                "mode": "write",
+            }
+        ],
         pause=[{"phase": "implement", "seconds": 0.4}],
-    )  # fmt: skip
+    )
 
     done = proj.cli("ralph", "--workers", "3")
     assert done.returncode == 0, done.stderr
@@ -91,10 +97,16 @@ def test_two_tickets_on_the_same_lines_one_merges_the_other_waits_for_a_person(
     proj.create(["pt-1", "pt-2"], human, files={"shared.txt": "original\n"})
     initial = git(proj.root, "rev-parse", "main")
     proj.plan(
-        edits=[{"phase": "implement", "file": "shared.txt", "text": "{ticket} was here",
-                "mode": "write"}],
+        edits=[
+            {
+                "phase": "implement",
+                "file": "shared.txt",
+                "text": "{ticket} was here",
+                "mode": "write",
+            }
+        ],
         pause=[{"phase": "implement", "seconds": 0.3}],
-    )  # fmt: skip
+    )
 
     done = proj.cli("ralph", "--workers", "2")
     assert done.returncode == 0, done.stderr
@@ -175,8 +187,9 @@ def test_rollback_decides_what_the_next_attempt_starts_from(proj: Project, rollb
     _out, err = run.communicate(timeout=60)
     assert run.returncode == 0, err
 
-    checkpoints = [(e["attempt"], e["phase"], e["sha"]) for e in
-                   proj.events("pt-1", "CheckpointCommitted")]  # fmt: skip
+    checkpoints = [
+        (e["attempt"], e["phase"], e["sha"]) for e in proj.events("pt-1", "CheckpointCommitted")
+    ]
     assert [(a, p) for a, p, _ in checkpoints] == [(1, "implement"), (1, "fix"), (2, "fix")]
     attempt_1_tip, attempt_2_fix = checkpoints[1][2], checkpoints[2][2]
     assert proj.show(f"{attempt_1_tip}:a.txt") == first
@@ -232,8 +245,10 @@ def test_base_moved_while_the_ticket_ran_rebases_runs_the_gates_again_and_merges
     person = git(proj.root, "rev-parse", "main^1")
     line = proj.first_parent()
     assert [(c["ticket"], c["subject"]) for c in line] == [
-        ("pt-1", "Merge pt-1: Ticket pt-1"), ("", "a person's commit"), ("", "initial"),
-    ]  # fmt: skip
+        ("pt-1", "Merge pt-1: Ticket pt-1"),
+        ("", "a person's commit"),
+        ("", "initial"),
+    ]
     merge = line[0]
     assert merge["parents"][0] == person
     assert git(proj.root, "rev-parse", f"{merge['tip']}^") == person  # rebased onto it
@@ -333,9 +348,14 @@ def test_parallel_worktrees_dir_moves_the_worktrees(proj: Project) -> None:
     proj.create(["pt-1", "pt-2"], {"ralph": {"parallelWorktreesDir": "build/trees"}})
     proj.plan(
         edits=EDIT_OWN_FILE,
-        pause=[{"phase": "implement", "touch": str(proj.sync / "{ticket}"),
-                "until": str(proj.sync / "go")}],
-    )  # fmt: skip
+        pause=[
+            {
+                "phase": "implement",
+                "touch": str(proj.sync / "{ticket}"),
+                "until": str(proj.sync / "go"),
+            }
+        ],
+    )
     loop = proj.start("ralph", "--workers", "2")
     seen = {tid: proj.wait_for(tid, loop) for tid in ("pt-1", "pt-2")}
     assert seen == {t: f"{proj.root}/build/trees/{t}\n" for t in ("pt-1", "pt-2")}
@@ -385,8 +405,11 @@ def test_shared_mode_with_two_workers_runs_in_the_projects_tree(proj: Project) -
     assert [c["subject"] for c in proj.first_parent()] == ["initial"]
     assert proj.ticket_branches() == [] and proj.worktrees() == [(str(proj.root), "main")]
     assert changes(proj.root) == [
-        " M .tickets/pt-1.md", " M .tickets/pt-2.md", "?? pt-1.txt", "?? pt-2.txt"
-    ]  # fmt: skip
+        " M .tickets/pt-1.md",
+        " M .tickets/pt-2.md",
+        "?? pt-1.txt",
+        "?? pt-2.txt",
+    ]
 
 
 # -- worktrees made by several processes at once --------------------------------------------

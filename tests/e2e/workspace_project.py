@@ -113,17 +113,28 @@ class Project:
         """Attempt 1 edits a.txt in implement and fix and is blocked by a Major finding only
         the escalated fixer clears; attempt 2 pauses in its review until `go` (sync file
         `attempt-2` says it got there)."""
-        major = {"id": "f1", "severity": "Major", "text": "`a.txt:1` - wrong",
-                 "reviewer": "reviewer-general", "fixedBy": [STRONG]}  # fmt: skip
+        major = {
+            "id": "f1",
+            "severity": "Major",
+            "text": "`a.txt:1` - wrong",
+            "reviewer": "reviewer-general",
+            "fixedBy": [STRONG],
+        }
         self.plan(
             findings=[major],
             edits=[
                 {"phase": "implement", "file": "a.txt", "text": "implement attempt {attempt}"},
                 {"phase": "fix", "file": "a.txt", "text": "fix attempt {attempt}"},
             ],
-            pause=[{"phase": "review", "attempt": 2, "touch": str(self.sync / "attempt-2"),
-                    "until": str(self.sync / "go")}],
-        )  # fmt: skip
+            pause=[
+                {
+                    "phase": "review",
+                    "attempt": 2,
+                    "touch": str(self.sync / "attempt-2"),
+                    "until": str(self.sync / "go"),
+                }
+            ],
+        )
 
     # -- running ---------------------------------------------------------------------------
 
@@ -141,19 +152,25 @@ class Project:
     def start(self, *args: str) -> subprocess.Popen[str]:
         """`tf-fsm <args>` started, not waited for."""
         return subprocess.Popen(
-            [sys.executable, "-m", "tf_fsm", *args], cwd=self.root,
-            env={**os.environ, **self.env()}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "tf_fsm", *args],
+            cwd=self.root,
+            env={**os.environ, **self.env()},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def start_alone(self, *args: str) -> subprocess.Popen[bytes]:
         """`tf-fsm <args>` started in a session of its own, so the test may kill its whole
         process group (a loop, its fork server and workers) and nothing else; output dropped."""
         return subprocess.Popen(
-            [sys.executable, "-m", "tf_fsm", *args], cwd=self.root,
-            env={**os.environ, **self.env()}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            [sys.executable, "-m", "tf_fsm", *args],
+            cwd=self.root,
+            env={**os.environ, **self.env()},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def wait_for(self, name: str, proc: subprocess.Popen[str], seconds: float = 30) -> str:
         """The text of the sync file `name` once a paused agent made it."""
@@ -189,9 +206,11 @@ class Project:
         return run
 
     def person_commits(
-        self, name: str = "person.txt", text: str = "a person's change\n",
+        self,
+        name: str = "person.txt",
+        text: str = "a person's change\n",
         message: str = "a person's commit",
-    ) -> str:  # fmt: skip
+    ) -> str:
         """A person's commit of the file `name` holding `text` on main at the root; its sha."""
         (self.root / name).write_text(text, encoding="utf-8")
         git(self.root, "add", name)
@@ -279,8 +298,11 @@ def changes(tree: Path) -> list[str]:
     """`git status --porcelain` lines (untracked files included), sorted, not stripped."""
     out = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=tree, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return sorted(out.splitlines())
 
 
@@ -288,9 +310,13 @@ def patch_id(root: Path, sha: str) -> str:
     """The id of the change `sha` makes, whatever its parent (git patch-id)."""
     diff = git(root, "diff-tree", "-p", "--root", sha) + "\n"
     out = subprocess.run(
-        ["git", "patch-id", "--stable"], cwd=root, input=diff, capture_output=True, text=True,
+        ["git", "patch-id", "--stable"],
+        cwd=root,
+        input=diff,
+        capture_output=True,
+        text=True,
         check=True,
-    ).stdout  # fmt: skip
+    ).stdout
     return out.split()[0]
 
 
@@ -322,9 +348,12 @@ def group_members(pgid: int) -> list[int]:
 
 
 def kill_when(
-    proj: Project, proc: subprocess.Popen[bytes], ready: Callable[[], bool], delay: float,
+    proj: Project,
+    proc: subprocess.Popen[bytes],
+    ready: Callable[[], bool],
+    delay: float,
     how: str,
-) -> str:  # fmt: skip
+) -> str:
     """SIGKILL `proc` (started by `start_alone`) `delay` s after `ready()`: its process group
     when `how` is "group", else its pid alone. Returns once nothing it started runs any more:
     what went wrong, or "" when it was killed as meant."""

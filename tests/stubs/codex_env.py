@@ -32,16 +32,25 @@ def provider_args(base_url: str) -> list[str]:
     """`-c` overrides that make the stub Codex's model provider. Dotted keys, not a TOML
     inline table: `{` in extraArgs would be a tf_fsm placeholder."""
     return [
-        "-c", 'model_provider="stub"',
-        "-c", 'model_providers.stub.name="stub"',
-        "-c", f'model_providers.stub.base_url="{base_url}"',
-        "-c", 'model_providers.stub.wire_api="responses"',
-        "-c", f'model_providers.stub.env_key="{API_KEY_ENV}"',
-        "-c", "model_providers.stub.request_max_retries=0",
-        "-c", "model_providers.stub.stream_max_retries=0",
-        "-c", "analytics.enabled=false",
-        "-c", "check_for_update_on_startup=false",
-    ]  # fmt: skip
+        "-c",
+        'model_provider="stub"',
+        "-c",
+        'model_providers.stub.name="stub"',
+        "-c",
+        f'model_providers.stub.base_url="{base_url}"',
+        "-c",
+        'model_providers.stub.wire_api="responses"',
+        "-c",
+        f'model_providers.stub.env_key="{API_KEY_ENV}"',
+        "-c",
+        "model_providers.stub.request_max_retries=0",
+        "-c",
+        "model_providers.stub.stream_max_retries=0",
+        "-c",
+        "analytics.enabled=false",
+        "-c",
+        "check_for_update_on_startup=false",
+    ]
 
 
 class CodexProject(AgentProject):
@@ -57,8 +66,9 @@ class CodexProject(AgentProject):
         self.settings()
 
     def settings(self, *, executor: dict[str, Any] | None = None, **workflow: Any) -> None:
-        meta = {name: {"model": f"openai/{ident}", "thinking": "low"} for name, ident in
-                MODELS.items()}  # fmt: skip
+        meta = {
+            name: {"model": f"openai/{ident}", "thinking": "low"} for name, ident in MODELS.items()
+        }
         conf = {
             "preset": "codex",
             "program": self.codex,

@@ -145,17 +145,32 @@ def review_text(ticket: str, majors: list[str]) -> str:
     items = [f"- {m}" for m in majors] or ["No issues found."]
     return "\n".join(
         [
-            f"# Review: {ticket}", "",
-            "## Critical (must fix)", "No issues found.", "",
-            "## Major (should fix)", *items, "",
-            "## Minor (nice to fix)", "No issues found.", "",
-            "## Warnings (follow-up ticket)", "No issues found.", "",
-            "## Suggestions (follow-up ticket)", "No issues found.", "",
+            f"# Review: {ticket}",
+            "",
+            "## Critical (must fix)",
+            "No issues found.",
+            "",
+            "## Major (should fix)",
+            *items,
+            "",
+            "## Minor (nice to fix)",
+            "No issues found.",
+            "",
+            "## Warnings (follow-up ticket)",
+            "No issues found.",
+            "",
+            "## Suggestions (follow-up ticket)",
+            "No issues found.",
+            "",
             "## Summary Statistics",
-            "- Critical: 0", f"- Major: {len(majors)}", "- Minor: 0", "- Warnings: 0",
-            "- Suggestions: 0", "",
+            "- Critical: 0",
+            f"- Major: {len(majors)}",
+            "- Minor: 0",
+            "- Warnings: 0",
+            "- Suggestions: 0",
+            "",
         ]
-    )  # fmt: skip
+    )
 
 
 def artifact_text(
@@ -169,9 +184,18 @@ def artifact_text(
         fixed = [f"- [Major] {m}" for m in majors] or ["No fixes applied."]
         stats = ["- Critical: 0", f"- Major: {len(majors)}", "- Minor: 0", "- Warnings: 0"]
         return "\n".join(
-            [f"# Fixes: {ticket}", "", "## Fixes Applied", *fixed, "", "## Summary Statistics",
-             *stats, "- Suggestions: 0", ""]
-        )  # fmt: skip
+            [
+                f"# Fixes: {ticket}",
+                "",
+                "## Fixes Applied",
+                *fixed,
+                "",
+                "## Summary Statistics",
+                *stats,
+                "- Suggestions: 0",
+                "",
+            ]
+        )
     if prompt.phase == "implement":
         return (
             f"# Implementation: {ticket}\n\n## Summary\nAdded the depth limit.\n\n"
@@ -348,19 +372,30 @@ class StubModelServer:
 
 
 def _chunks(reply: ToolCall | Text, model: str) -> list[dict[str, Any]]:
-    base = {"id": f"chatcmpl-stub-{time.monotonic_ns()}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}  # fmt: skip
+    base = {
+        "id": f"chatcmpl-stub-{time.monotonic_ns()}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
     if isinstance(reply, Text):
         delta: dict[str, Any] = {"role": "assistant", "content": reply.content}
         finish = "stop"
     else:
         function = {"name": reply.name, "arguments": json.dumps(reply.arguments)}
-        call = {"index": 0, "id": f"call_{time.monotonic_ns()}", "type": "function",
-                "function": function}  # fmt: skip
+        call = {
+            "index": 0,
+            "id": f"call_{time.monotonic_ns()}",
+            "type": "function",
+            "function": function,
+        }
         delta = {"role": "assistant", "content": None, "tool_calls": [call]}
         finish = "tool_calls"
-    usage = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-             "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}  # fmt: skip
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+        "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
     return [
         {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
         {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
@@ -370,26 +405,44 @@ def _chunks(reply: ToolCall | Text, model: str) -> list[dict[str, Any]]:
 
 def _anthropic_events(reply: ToolCall | Text, model: str) -> list[tuple[str, dict[str, Any]]]:
     """Anthropic's Messages streaming: message_start, one content block, message_delta."""
-    message = {"id": f"msg_stub_{time.monotonic_ns()}", "type": "message", "role": "assistant",
-               "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}  # fmt: skip
+    message = {
+        "id": f"msg_stub_{time.monotonic_ns()}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1},
+    }
     if isinstance(reply, Text):
         block: dict[str, Any] = {"type": "text", "text": ""}
         delta: dict[str, Any] = {"type": "text_delta", "text": reply.content}
         stop = "end_turn"
     else:
-        block = {"type": "tool_use", "id": f"toolu_{time.monotonic_ns()}", "name": reply.name,
-                 "input": {}}  # fmt: skip
+        block = {
+            "type": "tool_use",
+            "id": f"toolu_{time.monotonic_ns()}",
+            "name": reply.name,
+            "input": {},
+        }
         delta = {"type": "input_json_delta", "partial_json": json.dumps(reply.arguments)}
         stop = "tool_use"
     return [
         ("message_start", {"type": "message_start", "message": message}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": block}),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": block},
+        ),
         ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta",
-                           "delta": {"stop_reason": stop, "stop_sequence": None},
-                           "usage": {"output_tokens": COMPLETION_TOKENS}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": COMPLETION_TOKENS},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
-    ]  # fmt: skip
+    ]

@@ -58,10 +58,15 @@ class PiProject(AgentProject):
         (project / ".tickets").mkdir(exist_ok=True)
         (project / ".tickets" / f"{TICKET_ID}.md").write_text(TICKET_TEXT, encoding="utf-8")
         models = [
-            {"id": ident, "reasoning": False, "cost": COST, "contextWindow": 32000,
-             "maxTokens": 4096}
+            {
+                "id": ident,
+                "reasoning": False,
+                "cost": COST,
+                "contextWindow": 32000,
+                "maxTokens": 4096,
+            }
             for ident in MODELS.values()
-        ]  # fmt: skip
+        ]
         provider = {
             "baseUrl": base_url,
             "api": "openai-completions",
@@ -81,8 +86,9 @@ class PiProject(AgentProject):
         path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
     def settings(self, *, executor: dict[str, Any] | None = None, **workflow: Any) -> None:
-        meta = {name: {"model": f"stub/{ident}", "thinking": "low"} for name, ident in
-                MODELS.items()}  # fmt: skip
+        meta = {
+            name: {"model": f"stub/{ident}", "thinking": "low"} for name, ident in MODELS.items()
+        }
         conf = {
             "preset": "pi",
             "program": self.pi,

@@ -89,8 +89,14 @@ def events(
     """The SSE records of one response: a text message (a str), or a function call (its
     name and arguments)."""
     stamp = time.monotonic_ns()
-    response = {"id": f"resp_stub_{stamp}", "object": "response", "created_at": int(time.time()),
-                "status": "in_progress", "model": model, "output": []}  # fmt: skip
+    response = {
+        "id": f"resp_stub_{stamp}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "in_progress",
+        "model": model,
+        "output": [],
+    }
     out: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": response}),
         ("response.in_progress", {"response": response}),
@@ -98,33 +104,49 @@ def events(
     item_id = f"item_stub_{stamp}"
     if isinstance(payload, str):
         part = {"type": "output_text", "text": payload, "annotations": []}
-        item: dict[str, Any] = {"id": item_id, "type": "message", "role": "assistant",
-                                "status": "completed", "content": [part]}  # fmt: skip
+        item: dict[str, Any] = {
+            "id": item_id,
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [part],
+        }
         where = {"item_id": item_id, "output_index": 0, "content_index": 0}
         out += [
-            ("response.output_item.added",
-             {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}}),
+            (
+                "response.output_item.added",
+                {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+            ),
             ("response.content_part.added", {**where, "part": {**part, "text": ""}}),
             ("response.output_text.delta", {**where, "delta": payload}),
             ("response.output_text.done", {**where, "text": payload}),
             ("response.content_part.done", {**where, "part": part}),
-        ]  # fmt: skip
+        ]
     else:
         name, arguments = payload
         raw = json.dumps(arguments)
-        item = {"id": item_id, "type": "function_call", "status": "completed",
-                "call_id": f"call_stub_{stamp}", "name": name, "arguments": raw}  # fmt: skip
+        item = {
+            "id": item_id,
+            "type": "function_call",
+            "status": "completed",
+            "call_id": f"call_stub_{stamp}",
+            "name": name,
+            "arguments": raw,
+        }
         where = {"item_id": item_id, "output_index": 0}
         out += [
-            ("response.output_item.added",
-             {"output_index": 0, "item": {**item, "status": "in_progress", "arguments": ""}}),
+            (
+                "response.output_item.added",
+                {"output_index": 0, "item": {**item, "status": "in_progress", "arguments": ""}},
+            ),
             ("response.function_call_arguments.delta", {**where, "delta": raw}),
             ("response.function_call_arguments.done", {**where, "arguments": raw}),
-        ]  # fmt: skip
+        ]
     done = {**response, "status": "completed", "output": [item], "usage": usage}
     out += [
         ("response.output_item.done", {"output_index": 0, "item": item}),
         ("response.completed", {"response": done}),
     ]
-    return [(name, {"type": name, "sequence_number": n, **data})
-            for n, (name, data) in enumerate(out)]  # fmt: skip
+    return [
+        (name, {"type": name, "sequence_number": n, **data}) for n, (name, data) in enumerate(out)
+    ]

@@ -22,8 +22,7 @@ def main() -> int:
     prompt = sys.stdin.buffer.read()
     done = subprocess.run([sys.executable, str(FAKE_AGENT)], input=prompt, check=False)
     cost = float(os.environ.get("USAGE_AGENT_COST", "0.01"))
-    usage = {"input": 1000, "output": 100, "cacheRead": 0, "cacheWrite": 0,
-             "cost": {"total": cost}}  # fmt: skip
+    usage = {"input": 1000, "output": 100, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": cost}}
     message = {"role": "assistant", "content": [], "usage": usage, "stopReason": "stop"}
     print(json.dumps({"type": "message_end", "message": message}), flush=True)
     return done.returncode

@@ -177,8 +177,11 @@ print(json.dumps({k: [v.passed, v.exit_code] for k, v in found.items()}))
 def compute(repo: Path, sha: str, g: QualityGate) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", COMPUTE, str(repo), sha, g.model_dump_json()],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def test_concurrent_callers_compute_a_commit_once(repo: Path, tmp_path: Path) -> None:
@@ -345,9 +348,15 @@ def gates_with_base(
             (repo / "failing.txt").write_text(fix)
 
     outcome = run_gates(
-        [g], repo, default_max=2, feedback=True, redact=Redactor(), on_result=lambda r, n: None,
-        send_back=send_back, **keys,  # type: ignore[arg-type]
-    )  # fmt: skip
+        [g],
+        repo,
+        default_max=2,
+        feedback=True,
+        redact=Redactor(),
+        on_result=lambda r, n: None,
+        send_back=send_back,
+        **keys,  # type: ignore[arg-type]
+    )
     return outcome, sent
 
 
@@ -362,9 +371,15 @@ def test_a_failure_already_on_the_base_neither_blocks_nor_sends_the_fixer_back(
     assert row["preexisting"] is True and row["passed"] is False and row["blocking"] is False
     assert "all 1 test failed" in row["baselineNote"]
     md, _ = render_post_fix_verification(
-        "pt-1", mode="rereview", pre={}, post={}, fail_on=["Major"], passed=True, reason="ok",
+        "pt-1",
+        mode="rereview",
+        pre={},
+        post={},
+        fail_on=["Major"],
+        passed=True,
+        reason="ok",
         gates=[row],
-    )  # fmt: skip
+    )
     assert "- tests (required): pre-existing on the base, not blocking, exit code 1" in md
     assert f"  - base: {row['baselineNote']}" in md
     unjudged, sent = gates_with_base(repo, sha, g)  # no baseline: today's behaviour

@@ -32,9 +32,14 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     isolate(monkeypatch)
     root = init_repo(
         tmp_path / "repo",
-        {"src/app.py": "v1\n", "src/old.py": "old\n", "docs/guide.md": "guide\n",
-         ".tickets/pt-1.md": "---\nid: pt-1\n---\n", "build/.gitignore": "*.o\n"},
-    )  # fmt: skip
+        {
+            "src/app.py": "v1\n",
+            "src/old.py": "old\n",
+            "docs/guide.md": "guide\n",
+            ".tickets/pt-1.md": "---\nid: pt-1\n---\n",
+            "build/.gitignore": "*.o\n",
+        },
+    )
     (root / "AGENTS.md").write_text("agents\n")
     made, _ = ensure(root, settings_from_dict({}), "pt-1", "main")
     assert made.copied == ("AGENTS.md",)

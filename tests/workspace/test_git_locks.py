@@ -72,9 +72,12 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
 def lingering_git(where: Path) -> subprocess.Popen[bytes]:
     """A git process that runs in `where` until its stdin is closed, once it runs there."""
     running = subprocess.Popen(
-        ["git", "cat-file", "--batch"], cwd=where, stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL, env={**os.environ, **GIT_ENV},
-    )  # fmt: skip
+        ["git", "cat-file", "--batch"],
+        cwd=where,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, **GIT_ENV},
+    )
     deadline = time.monotonic() + 30
     while running.pid not in git_processes_in([where]):  # forked, not yet git
         assert time.monotonic() < deadline, "git never started"
@@ -89,9 +92,12 @@ def test_sweeps_beside_git_commands_at_the_root_never_take_a_live_lock(ws: Works
     and ends interleave."""
     common, stop = ws.root / ".git", ws.root.parent / "stop"
     at_root = subprocess.Popen(
-        ["sh", "-c", GIT_AT_THE_ROOT, "sh", str(stop)], cwd=ws.root,
-        env={**os.environ, **GIT_ENV}, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        ["sh", "-c", GIT_AT_THE_ROOT, "sh", str(stop)],
+        cwd=ws.root,
+        env={**os.environ, **GIT_ENV},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     args = [str(common), str(ws.root), str(ws.tree), str(stop)]
     sweepers = [
         subprocess.Popen([sys.executable, "-c", SWEEPER, *args], stdout=subprocess.PIPE, text=True)
@@ -123,9 +129,12 @@ def test_a_lock_a_git_holds_in_another_worktree_is_never_taken(
     hook.write_text(HOLD_TRANSACTION.format(held=held, go=go), encoding="utf-8")
     hook.chmod(0o755)
     deleting = subprocess.Popen(
-        ["git", "branch", "-D", "old"], cwd=theirs, env={**os.environ, **GIT_ENV},
-        stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        ["git", "branch", "-D", "old"],
+        cwd=theirs,
+        env={**os.environ, **GIT_ENV},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while not held.exists():
@@ -156,8 +165,9 @@ def test_a_stale_lock_is_removed_once_no_git_runs_in_the_repository(ws: Workspac
     finally:
         ender.join()
     assert running.returncode == 0
-    assert notes == [f"removed {own / 'index.lock'}, left by a git process that is no longer "
-                     "running"]  # fmt: skip
+    assert notes == [
+        f"removed {own / 'index.lock'}, left by a git process that is no longer running"
+    ]
     assert not (own / "index.lock").exists()
 
 

@@ -23,8 +23,14 @@ from tf_fsm.workspace.worktree import ensure, remove
 TK_FILE = ".tickets/pt-1.md"
 #: what the commit concluding a merge runs, in git's order (post-index-change: `git commit`
 #: writes the index's cache tree; reference-transaction: the end of the branch's update)
-COMMIT_HOOKS = ["post-index-change", "pre-commit", "prepare-commit-msg", "commit-msg",
-                "reference-transaction", "post-commit"]  # fmt: skip
+COMMIT_HOOKS = [
+    "post-index-change",
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "reference-transaction",
+    "post-commit",
+]
 
 
 @pytest.fixture(params=["hooks dir", "core.hooksPath"])
@@ -73,10 +79,12 @@ def test_tf_fsms_own_git_commands_run_no_hook(repo: Path) -> None:
     edit(ws, "v6, uncommitted\n")
     assert remove(ws, delete_branch=True, force=True) != []
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/tf/pt-1/").split() == [
-        "refs/tf/pt-1/attempt-1", "refs/tf/pt-1/attempt-1-uncommitted",
-        "refs/tf/pt-1/interrupted", "refs/tf/pt-1/removed-branch",
+        "refs/tf/pt-1/attempt-1",
+        "refs/tf/pt-1/attempt-1-uncommitted",
+        "refs/tf/pt-1/interrupted",
+        "refs/tf/pt-1/removed-branch",
         "refs/tf/pt-1/removed-uncommitted",
-    ]  # fmt: skip
+    ]
     assert hooks_run(log_of(repo)) == []
 
 
@@ -85,17 +93,23 @@ def merged_ticket(repo: Path, strategy: Strategy) -> tuple[Workspace, str]:
     edit(ws, "v2\n")
     assert checkpoint(ws, "implement", {}) is not None
     commit = merge(
-        ws, strategy=strategy, message="Merge pt-1: a change", tk_file=TK_FILE,
+        ws,
+        strategy=strategy,
+        message="Merge pt-1: a change",
+        tk_file=TK_FILE,
         tk_text="status: closed\n",
-    ).commit  # fmt: skip
+    ).commit
     return ws, commit
 
 
 @pytest.mark.parametrize(
     ("strategy", "expected"),
-    [("merge", ["pre-merge-commit", *COMMIT_HOOKS]), ("squash", COMMIT_HOOKS),
-     ("rebase", COMMIT_HOOKS)],
-)  # fmt: skip
+    [
+        ("merge", ["pre-merge-commit", *COMMIT_HOOKS]),
+        ("squash", COMMIT_HOOKS),
+        ("rebase", COMMIT_HOOKS),
+    ],
+)
 def test_the_commit_merging_a_ticket_runs_the_users_hooks_at_the_base(
     repo: Path, strategy: Strategy, expected: list[str]
 ) -> None:

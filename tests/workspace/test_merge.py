@@ -72,9 +72,12 @@ def close_at_root(root: Path) -> None:
 
 def merge_ticket(ws: Workspace, strategy: Strategy = "merge") -> Merged:
     return merge(
-        ws, strategy=strategy, message="Merge pt-1: add a depth limit", tk_file=TK_FILE,
+        ws,
+        strategy=strategy,
+        message="Merge pt-1: add a depth limit",
+        tk_file=TK_FILE,
         tk_text=TK_CLOSED,
-    )  # fmt: skip
+    )
 
 
 def with_trailer(root: Path, tip: str, ref: str = "main") -> list[str]:
@@ -102,8 +105,11 @@ def changes(tree: Path) -> list[str]:
     """`git status --porcelain` lines, untracked files included (unstripped, unlike status)."""
     out = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"],
-        cwd=tree, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return out.splitlines()
 
 
@@ -182,8 +188,10 @@ def test_rebase_strategy_is_the_ticket_commits_plus_one_commit_for_the_tk_file(
     merged = merge_ticket(ws, "rebase")
 
     assert git(ws.root, "rev-list", "--reverse", f"{base}..main").split() == [
-        first, tip, merged.commit,
-    ]  # fmt: skip
+        first,
+        tip,
+        merged.commit,
+    ]
     assert git(ws.root, "rev-list", "--merges", "main") == ""
     assert git(ws.root, "diff", "--name-only", tip, "main").split() == [TK_FILE]
     assert trailer(ws.root, merged.commit, "Tf-Merged-Tip") == tip

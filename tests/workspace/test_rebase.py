@@ -56,8 +56,14 @@ def note(ws: Workspace, tip: str, strategy: str = "merge") -> Path:
     """The note merge() writes before it touches the checkout (what a kill leaves)."""
     path = ws.root / ".tf" / "ralph" / "merging" / "pt-1.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"ticket": "pt-1", "tip": tip, "base": git(ws.root, "rev-parse", "main"),
-            "checkout": str(ws.root), "strategy": strategy, "tkFile": TK_FILE}  # fmt: skip
+    data = {
+        "ticket": "pt-1",
+        "tip": tip,
+        "base": git(ws.root, "rev-parse", "main"),
+        "checkout": str(ws.root),
+        "strategy": strategy,
+        "tkFile": TK_FILE,
+    }
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
@@ -158,9 +164,14 @@ def test_recover_removes_the_locks_a_killed_git_left(
     ws = ticket(tmp_path)
     tip = work(ws, {"feature.py": "A = 1\n"})
     heads = ws.root / ".git" / "refs" / "heads"
-    locks = [ws.root / ".git" / "index.lock", heads / "main.lock", own_dir(ws) / "HEAD.lock",
-             heads / "tf" / "pt-1.lock", own_dir(ws) / "CHERRY_PICK_HEAD.lock",
-             ws.root / ".git" / "AUTO_MERGE.lock"]  # fmt: skip
+    locks = [
+        ws.root / ".git" / "index.lock",
+        heads / "main.lock",
+        own_dir(ws) / "HEAD.lock",
+        heads / "tf" / "pt-1.lock",
+        own_dir(ws) / "CHERRY_PICK_HEAD.lock",
+        ws.root / ".git" / "AUTO_MERGE.lock",
+    ]
     for lock in locks:
         lock.write_text("")
 
@@ -186,8 +197,10 @@ def test_recover_aborts_a_rebase_left_in_the_worktree(
 
     notes = recover(ws).notes
 
-    assert notes == [f"aborted an unfinished rebase in {ws.tree}: tf/pt-1 is back at its tip "
-                     "from before that rebase"]  # fmt: skip
+    assert notes == [
+        f"aborted an unfinished rebase in {ws.tree}: tf/pt-1 is back at its tip "
+        "from before that rebase"
+    ]
     assert git(ws.root, "rev-parse", "tf/pt-1") == old
     assert not (own_dir(ws) / "rebase-merge").exists() and status(ws.tree) == ""
     assert (ws.tree / "app.py").read_text() == "def app():\n    return 'branch'\n"
@@ -207,8 +220,10 @@ def test_recover_puts_a_worktree_left_detached_by_a_killed_rebase_back_on_its_br
 
     notes = recover(ws).notes
 
-    assert notes == [f"put {ws.tree} back on tf/pt-1: a killed rebase had left it on a "
-                     f"detached HEAD at {base[:12]}"]  # fmt: skip
+    assert notes == [
+        f"put {ws.tree} back on tf/pt-1: a killed rebase had left it on a "
+        f"detached HEAD at {base[:12]}"
+    ]
     assert git(ws.tree, "symbolic-ref", "--short", "HEAD") == "tf/pt-1"
     assert rebase_onto_base(ws).moved and git(ws.root, "rev-parse", "tf/pt-1") != old
 
@@ -274,8 +289,9 @@ def test_recover_undoes_a_merge_of_the_ticket_left_in_progress(
 
     notes = recover(ws).notes
 
-    assert notes == [f"undid an unfinished merge of {tip[:12]} in {ws.root}: it is back at "
-                     f"{base[:12]}"]  # fmt: skip
+    assert notes == [
+        f"undid an unfinished merge of {tip[:12]} in {ws.root}: it is back at {base[:12]}"
+    ]
     assert leftovers(ws.root) == [] and not (ws.root / "feature.py").exists()
     assert changes(ws.root) == [" M .tickets/pt-1.md", " M lib.py"]
     assert (ws.root / TK_FILE).read_text() == TK_CLOSED
@@ -297,8 +313,10 @@ def test_recover_leaves_a_merge_of_another_branch_alone(
 
     notes = recover(ws).notes
 
-    assert notes == [f"left the unfinished merge in {ws.root} as it is: it is not tf-fsm's "
-                     f"merge of tf/pt-1 ({tip[:12]})"]  # fmt: skip
+    assert notes == [
+        f"left the unfinished merge in {ws.root} as it is: it is not tf-fsm's "
+        f"merge of tf/pt-1 ({tip[:12]})"
+    ]
     assert (ws.root / ".git" / "MERGE_HEAD").read_text().strip() == side
 
 
@@ -327,8 +345,10 @@ def test_recover_puts_back_the_files_a_killed_merge_half_wrote(
     isolate(monkeypatch)
     ws = ticket(tmp_path)
     (ws.tree / "lib.py").unlink()
-    tip = work(ws, {"feature.py": "A = 1\n", "app.py": "def app():\n    return 2\n",
-                    "docs/new.md": "new\n"})  # fmt: skip
+    tip = work(
+        ws,
+        {"feature.py": "A = 1\n", "app.py": "def app():\n    return 2\n", "docs/new.md": "new\n"},
+    )
     close_at_root(ws.root)
     note(ws, tip)
     (ws.root / "feature.py").write_text("A = 1\n")
@@ -339,8 +359,10 @@ def test_recover_puts_back_the_files_a_killed_merge_half_wrote(
 
     notes = recover(ws).notes
 
-    assert notes == [f"put back 3 file(s) a killed merge had half written in {ws.root} (they "
-                     f"held the content of {tip[:12]}): app.py, feature.py, lib.py"]  # fmt: skip
+    assert notes == [
+        f"put back 3 file(s) a killed merge had half written in {ws.root} (they "
+        f"held the content of {tip[:12]}): app.py, feature.py, lib.py"
+    ]
     assert changes(ws.root) == [" M .tickets/pt-1.md", "?? docs/new.md"]
     assert (ws.root / "lib.py").read_text() == "X = 1\n"
     assert (ws.root / "docs" / "new.md").read_text() == "a person's own notes\n"
@@ -354,8 +376,11 @@ def test_recover_removes_the_temporary_files_of_interrupted_writes(
     ws = ticket(tmp_path)
     tip = work(ws, {"feature.py": "A = 1\n"})
     written = note(ws, tip, "squash")
-    temps = [ws.root / ".tickets" / ".pt-1.md.4242.0.tmp", written.with_name(".pt-1.json.4.2.tmp"),
-             ws.root / ".git" / ".SQUASH_MSG.4242.1.tmp"]  # fmt: skip
+    temps = [
+        ws.root / ".tickets" / ".pt-1.md.4242.0.tmp",
+        written.with_name(".pt-1.json.4.2.tmp"),
+        ws.root / ".git" / ".SQUASH_MSG.4242.1.tmp",
+    ]
     for temp in temps:
         temp.write_text("cut short")
     assert recover(ws).notes == []
@@ -462,9 +487,11 @@ def run_and_kill(script: str, args: list[str], delay: float | None) -> tuple[boo
     """Run `script`, SIGKILL it `delay` seconds after it is ready (never when None); whether
     it was killed before it finished, and how long its work took when it did finish."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     if delay is not None:
         time.sleep(delay)

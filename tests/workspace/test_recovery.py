@@ -36,8 +36,14 @@ def test_another_tickets_killed_merge_is_undone_before_this_one_merges(
     tip = work(first, {"one.py": "ONE = 1\n"}, "pt-1 work")
     second = second_ticket(root)
     # pt-1's merge as a kill leaves it: noted, begun at the root, not committed
-    note = {"ticket": "pt-1", "tip": tip, "base": base, "checkout": str(root),
-            "strategy": "merge", "tkFile": TK_FILE}  # fmt: skip
+    note = {
+        "ticket": "pt-1",
+        "tip": tip,
+        "base": base,
+        "checkout": str(root),
+        "strategy": "merge",
+        "tkFile": TK_FILE,
+    }
     write_note(root, "pt-1", note)
     git(root, "merge", "--no-ff", "--no-commit", "--no-autostash", tip)
     assert (root / ".git" / "MERGE_HEAD").exists()
@@ -51,8 +57,13 @@ def test_another_tickets_killed_merge_is_undone_before_this_one_merges(
     assert not note_path(root, "pt-1").exists()
     assert status(root) == "" and not (root / "one.py").exists()
     text = tk_ticket("pt-2").replace("status: open", "status: closed")
-    merged = merge(second, strategy="merge", message="Merge pt-2: two",
-                   tk_file=".tickets/pt-2.md", tk_text=text)  # fmt: skip
+    merged = merge(
+        second,
+        strategy="merge",
+        message="Merge pt-2: two",
+        tk_file=".tickets/pt-2.md",
+        tk_text=text,
+    )
     assert parents(root, merged.commit)[0] == base
     assert show(root, "main:two.py") == "TWO = 2\n"
     assert "one.py" not in git(root, "ls-tree", "--name-only", "main").split()

@@ -44,9 +44,13 @@ def killed_after(argv: list[str], cwd: Path, delay: float, seen: Path | None = N
     """Start `argv`, SIGKILL its whole process group `delay` seconds after it started (or
     after `seen` appeared, when given)."""
     proc = subprocess.Popen(
-        argv, cwd=cwd, env={**os.environ, **GIT_ENV, "PYTHONPATH": str(Path.cwd())},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        argv,
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV, "PYTHONPATH": str(Path.cwd())},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 5
     while seen is not None and not seen.exists() and time.monotonic() < deadline:
         time.sleep(0.001)

@@ -12,8 +12,9 @@ import sys
 from tf_fsm import __version__
 from tf_fsm.cli.common import add_global_arguments, add_worktree_argument
 from tf_fsm.cli.exits import epilog
+from tf_fsm.cli.gate import cmd_gate
 from tf_fsm.cli.merge import add_merge_parser
-from tf_fsm.cli.query import cmd_gate, cmd_prompts, cmd_settings, cmd_status, cmd_tickets
+from tf_fsm.cli.query import cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
 from tf_fsm.cli.tools import (

@@ -1,8 +1,8 @@
-"""The CLI's read-only query commands: settings, status, gate, tickets and prompts. They read
-the settings, ticket state, artifacts, the backlog or the templates and change nothing on
-disk (`gate --run` runs the gate commands but records nothing). Heavy modules are imported
-inside each command so `tf-fsm --help` and `status` on an empty project start fast; only
-`tf_fsm.cli.exits` maps errors to exit codes."""
+"""The CLI's read-only query commands: settings, status, tickets and prompts (`gate` is
+tf_fsm.cli.gate). They read the settings, ticket state, artifacts, the backlog or the
+templates and change nothing on disk. Heavy modules are imported inside each command so
+`tf-fsm --help` and `status` on an empty project start fast; only `tf_fsm.cli.exits` maps
+errors to exit codes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tf_fsm.cli.common import console, print_json, project_root, ticket_ids
-from tf_fsm.cli.exits import EXIT_BLOCKED, EXIT_OK
+from tf_fsm.cli.exits import EXIT_OK
 from tf_fsm.errors import (
     EXIT_BAD_INPUT,
     CorruptStateError,
@@ -130,7 +130,7 @@ def _status_tickets(args: argparse.Namespace, root: Path, settings: Any) -> list
             print(f"tf-fsm: warning: {terminal_safe(problem)}", file=sys.stderr)
         return tickets
     if args.tickets:
-        return list(_known_tickets(root, settings, ticket_ids(args.tickets)))
+        return list(known_tickets(root, settings, ticket_ids(args.tickets)))
     return list(tracked_tickets(root, settings))
 
 
@@ -154,10 +154,17 @@ def _status_cells(row: dict[str, Any]) -> list[str]:
 
 def _corrupt_row(ticket_id: str, exc: CorruptStateError) -> dict[str, Any]:
     return {
-        "ticket": ticket_id, "state": "corrupt", "error": exc.message, "attempt": None,
-        "retryCount": None, "maxRetries": None, "escalatedRoles": [], "lastFailure": None,
-        "next": f"nothing until {exc.path.name} is fixed (see the error above)", "workspace": None,
-    }  # fmt: skip
+        "ticket": ticket_id,
+        "state": "corrupt",
+        "error": exc.message,
+        "attempt": None,
+        "retryCount": None,
+        "maxRetries": None,
+        "escalatedRoles": [],
+        "lastFailure": None,
+        "next": f"nothing until {exc.path.name} is fixed (see the error above)",
+        "workspace": None,
+    }
 
 
 def _print_rows(
@@ -180,7 +187,7 @@ def _print_rows(
     console().print(table)
 
 
-def _known_tickets(root: Path, settings: Any, ticket_ids: list[str]) -> list[str]:
+def known_tickets(root: Path, settings: Any, ticket_ids: list[str]) -> list[str]:
     """The named tickets, each with a ticket file or a state directory (a ticket deleted after
     it ran still has its state); a name with neither is a typo, refused as `run` refuses it."""
     from tf_fsm.settings.load import knowledge_dir
@@ -200,111 +207,6 @@ def _no_rows(as_json: bool, whole_backlog: bool = False) -> int:
     if not as_json:  # --json prints one line per ticket: none
         print("the backlog has no tickets" if whole_backlog else "no tickets have been run yet")
     return EXIT_OK
-
-
-def cmd_gate(args: argparse.Namespace) -> int:
-    from tf_fsm.settings.load import load_settings
-    from tf_fsm.views.status import gate_report
-
-    root = project_root(args)
-    settings = load_settings(root)
-    ids = _known_tickets(root, settings, ticket_ids(args.tickets))
-    if args.run:
-        return _run_gates_now(root, settings, ids, args.json, baseline=not args.no_baseline)
-    for ticket_id in ids:
-        row = gate_report(root, settings, ticket_id)
-        if args.json:
-            print_json(row)
-            continue
-        verdict = "BLOCKED" if row["blocked"] else "not blocked"
-        counts = ", ".join(f"{k} {v}" for k, v in row["counts"].items())
-        print(
-            f"{ticket_id}: {verdict} (status {row['status']}, from {row['source']}): "
-            f"{row['reason']}"
-        )
-        print(f"  counts: {counts}")
-        for note in row["notes"]:
-            print(f"  note: {note}")
-    return EXIT_OK
-
-
-def _run_gates_now(
-    root: Path, settings: Any, ticket_ids: list[str], as_json: bool, *, baseline: bool
-) -> int:
-    """`gate --run`: the configured gate commands, now, outside any lifecycle. Writes nothing
-    but the baseline's cache. A gate that cannot start (its program or cwd is missing) is exit
-    2 before any gate runs. In a git repository a failing required gate is judged against the
-    base commit (docs/gates.md): a pre-existing failure is shown, and is not exit 3."""
-    import os
-
-    from tf_fsm.engine.gates import (
-        blocks,
-        check_gates,
-        current_attempt,
-        gate_env,
-        run_judged,
-    )
-    from tf_fsm.storage.redact import Redactor
-
-    gates = settings.workflow.qualityGates
-    if not gates:
-        raise UsageError("no workflow.qualityGates are configured (see docs/gates.md)")
-    check_gates(gates, root, settings.path)
-    redact = Redactor.from_environ(os.environ)
-    base = _base_lookup(root, gates) if baseline else None
-    failed_required = False
-    for ticket_id in ticket_ids:
-        env = gate_env(ticket_id, current_attempt(root, settings, ticket_id))
-        for gate in gates:
-            result = run_judged(gate, root, env, base)
-            failed_required |= blocks(result)
-            row = {
-                "ticket": ticket_id,
-                "name": result.name,
-                "required": result.required,
-                "passed": result.passed,
-                "exitCode": result.exit_code,
-                "durationMs": round(result.duration * 1000),
-                "summary": result.summary,
-                "outputTail": "" if result.passed else result.output_tail(redact),
-                "preexisting": result.preexisting,
-                "newFailures": sorted(result.new_failures),
-                "baselineNote": result.baseline_note,
-            }
-            if as_json:
-                print_json(row)
-                continue
-            _print_gate_run(ticket_id, result, str(row["outputTail"]))
-    return EXIT_BLOCKED if failed_required else EXIT_OK
-
-
-def _base_lookup(root: Path, gates: Any) -> Any:
-    """`gate --run`'s baseline: in a git repository, the commit `root` is judged against
-    (tf_fsm.workspace.baseline.base_of); its notes go to standard error. None outside one."""
-    from tf_fsm.engine.gates import gate_baseline
-    from tf_fsm.workspace.baseline import base_of
-
-    found = base_of(root)
-    if found is None:
-        return None
-    project, sha = found
-    return gate_baseline(project, sha, gates, lambda n: print(f"tf-fsm: {n}", file=sys.stderr))
-
-
-def _print_gate_run(ticket_id: str, result: Any, tail: str) -> None:
-    from tf_fsm.core.reports import PREEXISTING
-
-    kind = "required" if result.required else "optional"
-    extra = f": {PREEXISTING}" if result.preexisting else ""
-    print(
-        f"{ticket_id}  {result.name:<16} {kind:<9} {result.summary} "
-        f"({result.duration:.1f}s){extra}"
-    )
-    if result.baseline_note:
-        print(f"    base: {terminal_safe(result.baseline_note)}")
-    if not result.passed:
-        for line in tail.splitlines()[-10:]:
-            print(f"    | {line}")
 
 
 def cmd_tickets(args: argparse.Namespace) -> int:
@@ -338,17 +240,27 @@ def cmd_tickets(args: argparse.Namespace) -> int:
 
 
 def cmd_prompts(args: argparse.Namespace) -> int:
-    from tf_fsm.views.plan import template_table
+    from tf_fsm.views.prompt_examples import template_table
 
     root = _optional_root(args)
     if args.action == "list":
         columns = ("phase", "role", "template", "origin", "model", "thinking", "path")
-        _print_rows(template_table(root), args.json, columns, lambda r: [
-            r["phase"], r["role"], r["template"], r["origin"], r["model"] or "-",
-            r["thinking"] or "-", r["path"],
-        ])  # fmt: skip
+        _print_rows(
+            template_table(root),
+            args.json,
+            columns,
+            lambda r: [
+                r["phase"],
+                r["role"],
+                r["template"],
+                r["origin"],
+                r["model"] or "-",
+                r["thinking"] or "-",
+                r["path"],
+            ],
+        )
         return EXIT_OK
-    from tf_fsm.views.plan import render_example
+    from tf_fsm.views.prompt_examples import render_example
 
     if not args.phase:
         raise UsageError(

@@ -273,7 +273,6 @@ def _print_gates(gates: list[dict[str, Any]]) -> None:
             print(f"    warning: {gate['baselineWarning']}")
 
 
-
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """`tf-fsm run`'s arguments."""
     p.add_argument("ticket")

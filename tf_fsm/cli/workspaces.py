@@ -34,9 +34,7 @@ def add_workspaces_parser(p: argparse.ArgumentParser) -> None:
     """`workspaces`' arguments (the parser registers the command with them)."""
     p.epilog = EPILOG
     p.add_argument("action", nargs="?", choices=["prune"], help="remove workspaces (see below)")
-    p.add_argument(
-        "tickets", nargs="*", metavar="ID", help="prune: only these tickets' workspaces"
-    )
+    p.add_argument("tickets", nargs="*", metavar="ID", help="prune: only these tickets' workspaces")
     p.add_argument(
         "--force",
         action="store_true",
@@ -86,7 +84,7 @@ def _said(
 
 
 def _prune(root: Path, settings: Any, names: list[str], args: argparse.Namespace) -> int:
-    from tf_fsm.views.workspaces import OUTCOMES, prune
+    from tf_fsm.views.workspace_prune import OUTCOMES, prune
 
     results = prune(root, settings, names, force=args.force, dry_run=args.dry_run)
     said = _said(root, results, args.json, "no workspace to prune", "no ticket workspaces to prune")
@@ -113,7 +111,15 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         if not row["worktree"] and Path(row["path"]).exists():
             tree = "not a worktree"
         state = row["state"] + (f" (locked by pid {row['lockedBy']})" if row["lockedBy"] else "")
-        cells = [row["ticket"], row["branch"] or "-", row["base"] or "-", ahead, dirty, tree,
-                 state, human_size(row["size"])]  # fmt: skip
+        cells = [
+            row["ticket"],
+            row["branch"] or "-",
+            row["base"] or "-",
+            ahead,
+            dirty,
+            tree,
+            state,
+            human_size(row["size"]),
+        ]
         table.add_row(*(Text(terminal_safe(c)) for c in cells))
     console().print(table)

@@ -79,11 +79,26 @@ def test_the_chain_context_is_the_artifact_of_that_name(store: Store) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "../escape.md", "prompts/../../escape.md", "/etc/passwd", "a//b", "./x", "a/./b",
-        "a\\b", "..\\x", "C:x", "", ".lock", ".lock.owner", "x/.hidden", "-rf",
-        RETRY_STATE, "retry-state.json.bak.20260101T000000Z", JOURNAL, "a\x00b",
+        "../escape.md",
+        "prompts/../../escape.md",
+        "/etc/passwd",
+        "a//b",
+        "./x",
+        "a/./b",
+        "a\\b",
+        "..\\x",
+        "C:x",
+        "",
+        ".lock",
+        ".lock.owner",
+        "x/.hidden",
+        "-rf",
+        RETRY_STATE,
+        "retry-state.json.bak.20260101T000000Z",
+        JOURNAL,
+        "a\x00b",
     ],
-)  # fmt: skip
+)
 def test_artifact_names_that_could_escape_or_clobber_are_refused(
     store: Store, snapshot: Callable[[], object], name: str
 ) -> None:
@@ -155,8 +170,11 @@ def test_a_write_that_fails_midway_leaves_the_old_content_and_no_temp_file(
     before = tree(root, dir_times=False)  # a temp file made and removed touches the directory
     done = subprocess.run(
         [sys.executable, "-c", _REFUSED_WRITE, spec, str(root), store.ticket_id],
-        capture_output=True, text=True, timeout=60, env=child_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("refused: "), done.stdout
     assert "notes.md" in done.stdout
@@ -242,12 +260,17 @@ def _corrupt(store: Store, raw: Raw) -> None:
     raw.put(JOURNAL, encode(attempt_started(1)) + b"{broken\n" + encode(attempt_started(2)))
 
 
-@pytest.mark.parametrize("records", [None, _healthy, _torn_tail, _corrupt],
-                         ids=["never run", "healthy", "torn tail", "corrupt"])  # fmt: skip
+@pytest.mark.parametrize(
+    "records",
+    [None, _healthy, _torn_tail, _corrupt],
+    ids=["never run", "healthy", "torn tail", "corrupt"],
+)
 def test_reads_never_write(
-    store: Store, raw: Raw, snapshot: Callable[[], object],
+    store: Store,
+    raw: Raw,
+    snapshot: Callable[[], object],
     records: Callable[[Store, Raw], None] | None,
-) -> None:  # fmt: skip
+) -> None:
     if records is not None:
         records(store, raw)
     before = snapshot()

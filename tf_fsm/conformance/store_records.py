@@ -198,16 +198,22 @@ def test_the_running_phase_is_the_last_started_of_that_attempt(store: Store) -> 
 def test_secrets_in_events_are_redacted_before_they_are_kept(store: Store, raw: Raw) -> None:
     store.append_event(
         AttemptFinished(
-            ts=TS, ticket=TICKET, attempt=1, status="error", counts=None,
+            ts=TS,
+            ticket=TICKET,
+            attempt=1,
+            status="error",
+            counts=None,
             reason=f"agent said: export OPENAI_API_KEY={API_KEY}; {SECRET} leaked",
         )
-    )  # fmt: skip
+    )
     store.append_event(
         AttemptStarted(
-            ts=TS, ticket=TICKET, trigger="initial",
+            ts=TS,
+            ticket=TICKET,
+            trigger="initial",
             escalation={"apiKey": "hunter2hunter2", "worker": API_KEY},
         )
-    )  # fmt: skip
+    )
     kept = raw.get(JOURNAL) or b""
     for secret in (API_KEY, SECRET, "hunter2hunter2"):
         assert secret.encode() not in kept

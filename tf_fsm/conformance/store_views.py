@@ -81,9 +81,11 @@ def crash_after_saving(store: Store, make: Callable[[str], Store]) -> Store:
     ],
 )
 def test_a_damaged_view_is_rebuilt_from_its_image_after_a_crash(
-    store: Store, backend: StoreBackend, make: Callable[[str], Store],
+    store: Store,
+    backend: StoreBackend,
+    make: Callable[[str], Store],
     damage: Callable[[Raw], None],
-) -> None:  # fmt: skip
+) -> None:
     after = crash_after_saving(store, make)
     raw = backend.raw(after)
     expected = raw.get(RETRY_STATE)

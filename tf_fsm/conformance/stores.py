@@ -196,7 +196,10 @@ BACKENDS: dict[str, StoreBackend] = {
         "TicketStore", "tf_fsm.conformance.stores:ticket_store", FileRaw, tree
     ),
     "MemoryStore": StoreBackend(
-        "MemoryStore", "tf_fsm.conformance.stores:memory_store", MemoryRaw, memory_snapshot,
+        "MemoryStore",
+        "tf_fsm.conformance.stores:memory_store",
+        MemoryRaw,
+        memory_snapshot,
         lambda root: close_namespace(str(root)),
     ),
 }
@@ -253,8 +256,11 @@ class Holders:
         """A process holding the lock of `ticket_id` in the store `spec` builds under `root`."""
         proc = subprocess.Popen(
             [sys.executable, "-c", _HOLDER, spec, str(root), ticket_id],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=child_env(),
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+        )
         self.procs.append(proc)
         assert read_line(proc) == "READY"
         return proc

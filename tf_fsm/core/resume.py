@@ -108,9 +108,11 @@ def _finished(mine: Sequence[ev.Event]) -> ResumePoint:
     recorded (in a workspace, a passed attempt then merges)."""
     if any(isinstance(e, MERGE_STEPS) for e in mine):
         return ResumePoint(
-            PHASES[-1], "every phase completed; only the merge is left, no phase runs again", True,
+            PHASES[-1],
+            "every phase completed; only the merge is left, no phase runs again",
+            True,
             MERGE_PHASE,
-        )  # fmt: skip
+        )
     why = "every phase completed; only the attempt's ending is left, no phase runs again"
     return ResumePoint(PHASES[-1], why, True, "its ending")
 

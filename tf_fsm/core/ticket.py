@@ -159,11 +159,17 @@ def decision_facts(
     """What the decision of what runs next looks at, from a ticket's store: `run`, `run
     --plan`, `status`, the board and the loop build it here."""
     return Facts(
-        source.ticket_id, state, settings, tk_file=tk_file, journal=journal,
-        look=source.seen, gate_decided=lambda: gate_decided(source),
-        budget_refusal=budget_refusal, retry_trigger=retry_trigger,
+        source.ticket_id,
+        state,
+        settings,
+        tk_file=tk_file,
+        journal=journal,
+        look=source.seen,
+        gate_decided=lambda: gate_decided(source),
+        budget_refusal=budget_refusal,
+        retry_trigger=retry_trigger,
         merge_requested=merge_requested,
-    )  # fmt: skip
+    )
 
 
 def read_ticket(source: TicketSource, settings: LoadedSettings, reads: Reads) -> TicketView:
@@ -183,10 +189,14 @@ def read_ticket(source: TicketSource, settings: LoadedSettings, reads: Reads) ->
         return events
 
     facts = decision_facts(
-        source, settings, state, tk_file=reads.tk_file, journal=journal,
+        source,
+        settings,
+        state,
+        tk_file=reads.tk_file,
+        journal=journal,
         budget_refusal=lambda: reads.budget_refusal(state, journal),
         retry_trigger=reads.retry_trigger,
-    )  # fmt: skip
+    )
     step = next_step(facts)
     phase = live_phase(cur.attemptNumber, cur.status, cur.phase, events) if cur else None
     waiting = waiting_for_handoff(cur, events)

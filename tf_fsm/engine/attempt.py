@@ -57,9 +57,12 @@ def run_attempt(
                 continue
             if phase not in attempt.facts.runs:
                 run.event(
-                    ev.PhaseSkipped, attempt.number, flush=False, phase=phase,
+                    ev.PhaseSkipped,
+                    attempt.number,
+                    flush=False,
+                    phase=phase,
                     reason=attempt.plan[phase][1],
-                )  # fmt: skip
+                )
                 machine.fire(model, "skip")
                 continue
             failure = _run_phase(run, runner, state, phase)
@@ -127,9 +130,13 @@ def _failed(
         reason=failure,
     )
     run.event(
-        ev.AttemptFinished, attempt.number, flush=False, status="error", counts=None,
+        ev.AttemptFinished,
+        attempt.number,
+        flush=False,
+        status="error",
+        counts=None,
         reason=failure,
-    )  # fmt: skip
+    )
     return run.save(with_accounting(run, ended, "error"))
 
 
@@ -164,14 +171,23 @@ def _finish(
             ended, run.store.read_artifact, list(run.settings.workflow.failOn), run.store.redactor
         )
         _journal_once(
-            run, attempt, ev.TicketBlocked, reason=runner.gate_reason,
-            retryCount=ended.retryCount, maxRetries=run.settings.max_retries, autoRetry=auto,
+            run,
+            attempt,
+            ev.TicketBlocked,
+            reason=runner.gate_reason,
+            retryCount=ended.retryCount,
+            maxRetries=run.settings.max_retries,
+            autoRetry=auto,
             priorFailure=summary,
-        )  # fmt: skip
+        )
     _journal_once(
-        run, attempt, ev.AttemptFinished, status=status, counts=runner.post_counts,
+        run,
+        attempt,
+        ev.AttemptFinished,
+        status=status,
+        counts=runner.post_counts,
         reason=runner.gate_reason,
-    )  # fmt: skip
+    )
     state = run.save(with_accounting(run, ended, status))
     if closed:  # tk is told last (edit_ticket makes the journal durable first)
         run.close_tk(attempt.number, ended.attempts[-1].startedAt, runner.gate_reason)
@@ -181,11 +197,14 @@ def _finish(
 def _after_blocked(run: RunContext, ended: RetryState) -> Step:
     """What runs after the attempt that just blocked (its ending not journaled yet)."""
     facts = decision_facts(
-        run.store, run.settings, ended, tk_file=lambda: run.ticket,
+        run.store,
+        run.settings,
+        ended,
+        tk_file=lambda: run.ticket,
         journal=lambda: run.store.read_events().events,
         budget_refusal=lambda: getattr(budget_check(run, ended), "refusal", None),
         retry_trigger=run.options.retry_trigger,
-    )  # fmt: skip
+    )
     return next_step(facts)
 
 

@@ -72,9 +72,12 @@ def run_attempt_gates(
         except PromptTemplateError as exc:
             return f"verify: the fix prompt with quality-gate feedback cannot be rendered: {exc}"
         run.event(
-            ev.GateFeedbackSent, n, innerTry=round_, gates=[r.name for r in failed],
+            ev.GateFeedbackSent,
+            n,
+            innerTry=round_,
+            gates=[r.name for r in failed],
             bytes=len(message.encode("utf-8")),
-        )  # fmt: skip
+        )
         failure = invoke("fix", "fixer", artifact, prompt, label=f"fix-fixer-gate-{round_}")
         if failure is None:  # the gates run again, in the ticket's tree
             run.tree.before_commands(run, n)
@@ -82,11 +85,17 @@ def run_attempt_gates(
 
     run.tree.before_commands(run, n)
     return run_gates(
-        wf.qualityGates, run.tree.path, default_max=wf.qualityGateMaxRetries,
-        feedback=feedback and feedback_possible(wf), redact=run.store.redactor,
-        env=gate_env(run.ticket_id, n), on_result=record, send_back=send_back,
-        can_block=wf.enableQualityGate, baseline=baseline_of(run),
-    )  # fmt: skip
+        wf.qualityGates,
+        run.tree.path,
+        default_max=wf.qualityGateMaxRetries,
+        feedback=feedback and feedback_possible(wf),
+        redact=run.store.redactor,
+        env=gate_env(run.ticket_id, n),
+        on_result=record,
+        send_back=send_back,
+        can_block=wf.enableQualityGate,
+        baseline=baseline_of(run),
+    )
 
 
 def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields: object) -> None:
@@ -96,10 +105,16 @@ def record_gate(run: RunContext, n: int, result: GateResult, log: str, **fields:
     if result.preexisting:
         fields["preexisting"] = True
     run.event(
-        ev.GateEvaluated, n, flush=False, name=result.name, passed=result.passed,
-        exitCode=result.exit_code, durationMs=round(result.duration * 1000),
-        required=result.required, **fields,
-    )  # fmt: skip
+        ev.GateEvaluated,
+        n,
+        flush=False,
+        name=result.name,
+        passed=result.passed,
+        exitCode=result.exit_code,
+        durationMs=round(result.duration * 1000),
+        required=result.required,
+        **fields,
+    )
 
 
 def baseline_of(run: RunContext) -> Lookup:

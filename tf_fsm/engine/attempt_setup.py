@@ -35,12 +35,15 @@ def new_attempt(run: RunContext, state: RetryState | None, trigger: str) -> Atte
     facts.merges, facts.held = merge_facts(run, None)
     prior = (
         journaled_prior_failure(
-            state, run.store.read_events().events, run.store.read_artifact,
-            list(run.settings.workflow.failOn), run.store.redactor,
+            state,
+            run.store.read_events().events,
+            run.store.read_artifact,
+            list(run.settings.workflow.failOn),
+            run.store.redactor,
         )
         if state
         else None
-    )  # fmt: skip
+    )
     if prior is not None and run.tree.kept:
         prior["kept"] = run.tree.kept  # where a `reset` rollback kept its commits
     return AttemptContext(number, trigger, resolution, plan, facts, prior)

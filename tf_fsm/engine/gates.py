@@ -151,9 +151,12 @@ def run_gate(
         before = _stamp(report)
         try:
             result = run_process(
-                argv_of(gate), cwd=cwd, env=environ, timeout=gate.timeoutSeconds,
+                argv_of(gate),
+                cwd=cwd,
+                env=environ,
+                timeout=gate.timeoutSeconds,
                 keep=GATE_OUTPUT_KEEP,
-            )  # fmt: skip
+            )
         except OSError as exc:  # gone since the check: it cannot start, not a crash
             error = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
             return GateResult(gate.name, gate.required, False, None, 0.0, "", error=error)

@@ -63,9 +63,14 @@ def invoke(
 
 
 def prepared(
-    run: RunContext, attempt: AttemptContext, phase: str, role: str, artifact: str,
-    prompt: str, label: str,
-) -> Invocation:  # fmt: skip
+    run: RunContext,
+    attempt: AttemptContext,
+    phase: str,
+    role: str,
+    artifact: str,
+    prompt: str,
+    label: str,
+) -> Invocation:
     """The invocation of `role` in `phase`, its prompt (redacted) kept beside its artifacts.
     An unchanged prompt is not rewritten: a hand-off artifact must stay newer than it."""
     store, n = run.store, attempt.number
@@ -119,11 +124,19 @@ def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bo
     log_path = run.store.files.path(log_name)
     run.observer.phase_finished(run.ticket_id, inv.attempt, inv.phase, inv.role, failure is None)
     run.event(
-        ev.InvocationFinished, inv.attempt, flush=False, phase=inv.phase, role=inv.role,
-        model=inv.model, artifact=output.name, sha256=sha, ok=failure is None,
+        ev.InvocationFinished,
+        inv.attempt,
+        flush=False,
+        phase=inv.phase,
+        role=inv.role,
+        model=inv.model,
+        artifact=output.name,
+        sha256=sha,
+        ok=failure is None,
         durationMs=round(result.duration * 1000),
-        usage=result.usage.to_json() if result.usage else None, failureClass=failure_class,
-    )  # fmt: skip
+        usage=result.usage.to_json() if result.usage else None,
+        failureClass=failure_class,
+    )
     return _Try(result, failure, failure_class, log_path, restart)
 
 
@@ -131,9 +144,13 @@ def _wait(run: RunContext, inv: Invocation, result: InvocationResult) -> str:
     """A hand-off executor waits for its artifact: not a failure; the attempt stays open."""
     run.store.write_artifact(_log_name(run, inv), result.log)
     run.event(
-        ev.PhaseWaiting, inv.attempt, phase=inv.phase, role=inv.role, output=str(inv.output),
+        ev.PhaseWaiting,
+        inv.attempt,
+        phase=inv.phase,
+        role=inv.role,
+        output=str(inv.output),
         promptFile=str(inv.prompt_file),
-    )  # fmt: skip
+    )
     note = f"attempt {inv.attempt} {inv.phase}: waiting for {inv.output.name}"
     run.observer.note(run.ticket_id, note)
     return f"{inv.phase} ({inv.role}) waits for {inv.output} (prompt: {inv.prompt_file})"
@@ -161,10 +178,15 @@ def _pause_before_restart(run: RunContext, inv: Invocation, tried: _Try, restart
     conf = run.settings.settings.executor
     delay = backoff_delay(restarts, conf.restartBackoffSeconds)
     run.event(
-        ev.InvocationRestarted, inv.attempt, phase=inv.phase, role=inv.role,
-        failureClass=tried.failure_class, attemptNo=restarts, delay=round(delay, 3),
+        ev.InvocationRestarted,
+        inv.attempt,
+        phase=inv.phase,
+        role=inv.role,
+        failureClass=tried.failure_class,
+        attemptNo=restarts,
+        delay=round(delay, 3),
         failure=str(tried.failure),
-    )  # fmt: skip
+    )
     run.observer.note(
         run.ticket_id,
         f"attempt {inv.attempt} {inv.phase} ({inv.role}): {tried.failure_class}: "
@@ -183,8 +205,14 @@ def _failed(
         f"{tried.failure}; log: {tried.log_path}"
     )
     run.event(
-        ev.PhaseFailed, attempt.number, phase=inv.phase, role=inv.role, failure=tried.failure,
-        exitCode=tried.result.exit_code, stderrTail=tried.result.stderr_tail,
-        log=str(tried.log_path), failureClass=tried.failure_class,
-    )  # fmt: skip
+        ev.PhaseFailed,
+        attempt.number,
+        phase=inv.phase,
+        role=inv.role,
+        failure=tried.failure,
+        exitCode=tried.result.exit_code,
+        stderrTail=tried.result.stderr_tail,
+        log=str(tried.log_path),
+        failureClass=tried.failure_class,
+    )
     return message

@@ -67,9 +67,13 @@ def merge_ticket(run: RunContext, attempt: AttemptContext, reason: str) -> Merge
             return None
         base_sha = ws.root_git.rev(f"refs/heads/{ws.base_branch}") or "?"
         run.event(
-            wev.MergeStarted, n, base=ws.base_branch, baseSha=base_sha, tip=head(ws),
+            wev.MergeStarted,
+            n,
+            base=ws.base_branch,
+            baseSha=base_sha,
+            tip=head(ws),
             strategy=tree.strategy,
-        )  # fmt: skip
+        )
         return _rebase_gate_merge(run, attempt, tree, closed)
 
 
@@ -112,9 +116,12 @@ def _rebase_gate_merge(
             _rebased(run, ws, n, rebased)
         message = f"Merge {run.ticket_id}: {run.ticket.title}"
         merged = queue.merge(
-            ws, strategy=tree.strategy, message=message, tk_file=_tk_file(run),
+            ws,
+            strategy=tree.strategy,
+            message=message,
+            tk_file=_tk_file(run),
             tk_text=closed_text(),
-        )  # fmt: skip
+        )
     except (WorkspaceError, GitError) as exc:
         if res is not None and _under_way(run, res):
             resolution.give_up(run, attempt, tree, res, f"git failed: {exc}")
@@ -134,15 +141,23 @@ def _rebased(run: RunContext, ws: Workspace, n: int, rebased: queue.Rebased) -> 
     the branch, and then on the base branch)."""
     became = rebased_commits(ws.git, rebased.base, rebased.old_tip, rebased.new_tip)
     run.event(
-        wev.MergeRebased, n, baseSha=rebased.base, oldTip=rebased.old_tip,
-        newTip=rebased.new_tip, checkpoints=became,
-    )  # fmt: skip
+        wev.MergeRebased,
+        n,
+        baseSha=rebased.base,
+        oldTip=rebased.old_tip,
+        newTip=rebased.new_tip,
+        checkpoints=became,
+    )
 
 
 def _conflicted(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree,
-    res: resolution.Resolution, rebased: queue.Rebased, why: str,
-) -> MergeRefusal:  # fmt: skip
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    res: resolution.Resolution,
+    rebased: queue.Rebased,
+    why: str,
+) -> MergeRefusal:
     """A resolution that failed: given up (its work kept under a ref), then the conflict is
     left for a person, or the attempt is run again (`_unresolved`)."""
     failed = resolution.give_up(run, attempt, tree, res, why)
@@ -151,9 +166,12 @@ def _conflicted(
 
 
 def _unresolved(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, rebased: queue.Rebased,
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    rebased: queue.Rebased,
     agent: str | None,
-) -> MergeRefusal:  # fmt: skip
+) -> MergeRefusal:
     """A conflict no agent resolved (`agent`: why, a sentence). With workspace.conflicts.mode
     rerun (and a human mode aside) the ticket's branch starts again from the base's tip, its
     work kept under `refs/tf/<id>/attempt-<n>`, and the attempt ends blocked; else the
@@ -170,10 +188,14 @@ def _unresolved(
     )
     if ref is not None:
         run.event(
-            wev.WorkSetAside, n, ref=ref, head=rebased.base, fork=rebased.base,
+            wev.WorkSetAside,
+            n,
+            ref=ref,
+            head=rebased.base,
+            fork=rebased.base,
             reason=f"workspace.conflicts.mode rerun: the next attempt starts from "
             f"{rebased.base[:12]}",
-        )  # fmt: skip
+        )
     refused = _refuse(run, n, MERGE_CONFLICT, rebased.conflict, again)
     return dataclasses.replace(refused, rerun=True)
 
@@ -200,10 +222,17 @@ def _gates_again(run: RunContext, attempt: AttemptContext, tree: TicketWorktree)
         record_gate(run, n, result, log, reason=f"after the rebase: {result.summary}")
 
     outcome = run_gates(
-        wf.qualityGates, tree.path, default_max=0, feedback=False, redact=run.store.redactor,
-        env=gate_env(run.ticket_id, n), on_result=record, send_back=lambda *a: None,
-        can_block=wf.enableQualityGate, baseline=baseline_of(run),
-    )  # fmt: skip
+        wf.qualityGates,
+        tree.path,
+        default_max=0,
+        feedback=False,
+        redact=run.store.redactor,
+        env=gate_env(run.ticket_id, n),
+        on_result=record,
+        send_back=lambda *a: None,
+        can_block=wf.enableQualityGate,
+        baseline=baseline_of(run),
+    )
     return [outcome.blocking.name] if outcome.blocking is not None else []
 
 

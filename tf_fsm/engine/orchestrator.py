@@ -161,10 +161,15 @@ class TicketRun:
         """What the decision of what runs next looks at, as this run sees it (`run --plan`
         asks with the same facts)."""
         return decision_facts(
-            self.store, self.settings, state, tk_file=lambda: self.ticket,
-            journal=lambda: events, budget_refusal=budget,
-            retry_trigger=self.options.retry_trigger, merge_requested=self.options.merge,
-        )  # fmt: skip
+            self.store,
+            self.settings,
+            state,
+            tk_file=lambda: self.ticket,
+            journal=lambda: events,
+            budget_refusal=budget,
+            retry_trigger=self.options.retry_trigger,
+            merge_requested=self.options.merge,
+        )
 
     def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
         budget = BudgetProbe(self, state, events)
@@ -282,9 +287,13 @@ class TicketRun:
         if escalated:
             reason = "; ".join(resolution.roles[r].reason for r in escalated)
             self.event(
-                ev.EscalationApplied, number, flush=False, roles=escalated, tier=resolution.tier,
+                ev.EscalationApplied,
+                number,
+                flush=False,
+                roles=escalated,
+                tier=resolution.tier,
                 reason=reason,
-            )  # fmt: skip
+            )
         if number > 1 and not plan["research"][0] and self.options.research is not False:
             self.event(
                 ev.ResearchSkippedOnRetry,

@@ -74,27 +74,38 @@ def refusal(run: RunContext) -> str | None:
 
 
 def start(
-    run: RunContext, attempt: AttemptContext, rebased: Rebased, stop: conflicts.Stop,
+    run: RunContext,
+    attempt: AttemptContext,
+    rebased: Rebased,
+    stop: conflicts.Stop,
     upstream: str,
-) -> Resolution:  # fmt: skip
+) -> Resolution:
     """A resolution of the rebase stopped at `stop` begins: journaled."""
     role = run.settings.settings.workspace.conflicts.role
     number = resolutions_tried(run.store.read_events().events) + 1
     files = {c.path: c.kind for c in stop.conflicts}
     res = Resolution(number, rebased.base, upstream, rebased.old_tip, dict(files))
     run.event(
-        wev.ResolutionStarted, attempt.number, number=number, role=role,
-        model=attempt.resolution.roles[role].model, baseSha=res.onto, oldTip=res.old_tip,
+        wev.ResolutionStarted,
+        attempt.number,
+        number=number,
+        role=role,
+        model=attempt.resolution.roles[role].model,
+        baseSha=res.onto,
+        oldTip=res.old_tip,
         files=files,
-    )  # fmt: skip
+    )
     run.observer.note(run.ticket_id, f"resolving the conflict in {', '.join(files)} ({role})")
     return res
 
 
 def resolve(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, res: Resolution,
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    res: Resolution,
     stop: conflicts.Stop,
-) -> Rebased | str:  # fmt: skip
+) -> Rebased | str:
     """Have the resolver resolve the rebase stopped at `stop`, as often as it stops: the
     completed rebase, or why the resolution failed (the rebase is then left as the resolver
     left it, for `give_up`)."""
@@ -148,18 +159,27 @@ def review(
     run.store.write_artifact("resolution-review.md", merged.text)
     decision = gate.decide(merged.counts, list(wf.failOn), enabled=wf.enableQualityGate)
     run.event(
-        ev.GateEvaluated, n, name="resolution-review", passed=not decision.blocked,
-        counts=merged.counts, failOn=list(wf.failOn), source="resolution-review.md",
+        ev.GateEvaluated,
+        n,
+        name="resolution-review",
+        passed=not decision.blocked,
+        counts=merged.counts,
+        failOn=list(wf.failOn),
+        source="resolution-review.md",
         reason=decision.reason,
-    )  # fmt: skip
+    )
     return f"the review of the resolution: {decision.reason}" if decision.blocked else None
 
 
 def passed(run: RunContext, attempt: AttemptContext, res: Resolution, tip: str) -> None:
     run.event(
-        wev.ResolutionFinished, attempt.number, number=res.number, passed=True,
-        reason="resolved: no conflict marker, the gates and the review passed", newTip=tip,
-    )  # fmt: skip
+        wev.ResolutionFinished,
+        attempt.number,
+        number=res.number,
+        passed=True,
+        reason="resolved: no conflict marker, the gates and the review passed",
+        newTip=tip,
+    )
 
 
 def give_up(
@@ -171,14 +191,21 @@ def give_up(
     ws = tree.ws
     ref = conflicts.set_aside(ws, f"resolution-{res.number}", res.old_tip)
     run.event(
-        wev.ResolutionFinished, attempt.number, number=res.number, passed=False, reason=why,
+        wev.ResolutionFinished,
+        attempt.number,
+        number=res.number,
+        passed=False,
+        reason=why,
         ref=ref,
-    )  # fmt: skip
+    )
     if ref is not None:
         run.event(
-            wev.WorkSetAside, attempt.number, ref=ref, head=res.old_tip,
+            wev.WorkSetAside,
+            attempt.number,
+            ref=ref,
+            head=res.old_tip,
             reason=f"resolution {res.number} of the conflict failed: {why}",
-        )  # fmt: skip
+        )
     kept = f"; the resolver's work is kept at {ref}" if ref else ""
     return f"Resolution {res.number} by an agent failed: {why}{kept}."
 
@@ -197,8 +224,12 @@ def check_templates(run: RunContext, attempt: AttemptContext) -> None:
     mode = run.settings.settings.workspace.conflicts.mode
     if not isinstance(tree, TicketWorktree) or not tree.merges or mode == "human":
         return
-    sample = conflicts.Stop("0" * 40, "a commit", (conflicts.Conflict("a.txt", "content",
-                            "changed it", "changed it"),), ())  # fmt: skip
+    sample = conflicts.Stop(
+        "0" * 40,
+        "a commit",
+        (conflicts.Conflict("a.txt", "content", "changed it", "changed it"),),
+        (),
+    )
     res = Resolution(0, "0" * 40, "0" * 40, "0" * 40, {"a.txt": "content"})
     sides = conflicts.Sides("", [("0000000", "a commit", "pt-0")], "")
     _resolver_prompt(run, attempt, tree, res, sample, sides, 1)
@@ -210,46 +241,68 @@ def check_templates(run: RunContext, attempt: AttemptContext) -> None:
 
 
 def _context(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, phase: str, role: str,
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    phase: str,
+    role: str,
     artifact: str,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     store = run.store
     return prompt_context(
-        attempt, phase, attempt.resolution.roles[role], ticket=ticket_view(run.ticket),
+        attempt,
+        phase,
+        attempt.resolution.roles[role],
+        ticket=ticket_view(run.ticket),
         artifact_dir=tree.agent_path(store.files.dir),
         output=tree.agent_path(store.files.path(artifact)),
-        chain_context=tree.agent_path(store.files.path(CHAIN_CONTEXT)), flags=run.options.flags(),
+        chain_context=tree.agent_path(store.files.path(CHAIN_CONTEXT)),
+        flags=run.options.flags(),
         fail_on=list(run.settings.workflow.failOn),
-    )  # fmt: skip
+    )
 
 
 def _review_context(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, res: Resolution,
-    role: str, name: str, diff: str,
-) -> dict[str, Any]:  # fmt: skip
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    res: Resolution,
+    role: str,
+    name: str,
+    diff: str,
+) -> dict[str, Any]:
     context = _context(run, attempt, tree, RESOLUTION_REVIEW_PHASE, role, name)
     resolver = run.settings.settings.workspace.conflicts.role
     notes = run.store.files.path(agent_artifact(RESOLVE_PHASE, resolver))
     context["resolution"] = {
-        "base_branch": tree.ws.base_branch, "onto": res.onto[:12],
+        "base_branch": tree.ws.base_branch,
+        "onto": res.onto[:12],
         "files": [{"path": p, "kind": k} for p, k in res.files.items()],
         "diff": fence_untrusted(diff, run.store.redactor, "resolution_diff", DIFF_CAP),
         "notes": str(tree.agent_path(notes)),
-    }  # fmt: skip
+    }
     return context
 
 
 def _resolver_prompt(
-    run: RunContext, attempt: AttemptContext, tree: TicketWorktree, res: Resolution,
-    stop: conflicts.Stop, sides: conflicts.Sides, step: int,
-) -> str:  # fmt: skip
+    run: RunContext,
+    attempt: AttemptContext,
+    tree: TicketWorktree,
+    res: Resolution,
+    stop: conflicts.Stop,
+    sides: conflicts.Sides,
+    step: int,
+) -> str:
     redact, ws = run.store.redactor, tree.ws
     role = run.settings.settings.workspace.conflicts.role
-    context = _context(run, attempt, tree, RESOLVE_PHASE, role,
-                       agent_artifact(RESOLVE_PHASE, role))  # fmt: skip
+    context = _context(run, attempt, tree, RESOLVE_PHASE, role, agent_artifact(RESOLVE_PHASE, role))
     context["conflict"] = {
-        "branch": ws.branch, "base_branch": ws.base_branch, "onto": res.onto[:12],
-        "commit": stop.commit[:12], "subject": inline(stop.subject, redact), "step": step,
+        "branch": ws.branch,
+        "base_branch": ws.base_branch,
+        "onto": res.onto[:12],
+        "commit": stop.commit[:12],
+        "subject": inline(stop.subject, redact),
+        "step": step,
         "files": [
             {"path": c.path, "kind": c.kind, "base_side": c.base_side, "ticket_side": c.ticket_side}
             for c in stop.conflicts
@@ -263,5 +316,5 @@ def _resolver_prompt(
             for sha, subject, ticket in sides.base_commits
         ],
         "base_diff": fence_untrusted(sides.base_diff, redact, "base_change", DIFF_CAP),
-    }  # fmt: skip
+    }
     return run.prompts.render(RESOLVE_TEMPLATE, context)

@@ -182,9 +182,13 @@ class TicketWorktree:
         elif rebased.moved:
             became = rebased_commits(self.ws.git, rebased.base, rebased.old_tip, rebased.new_tip)
             run.event(
-                wev.BranchRebased, None, baseSha=rebased.base, oldTip=rebased.old_tip,
-                newTip=rebased.new_tip, checkpoints=became,
-            )  # fmt: skip
+                wev.BranchRebased,
+                None,
+                baseSha=rebased.base,
+                oldTip=rebased.old_tip,
+                newTip=rebased.new_tip,
+                checkpoints=became,
+            )
 
     def _roll_back(self, run: RunContext, number: int) -> None:
         started = attempt_start(run, number)
@@ -241,9 +245,7 @@ class TicketWorktree:
         if not (merged or status == "exhausted") or (self.keep and merged):
             return
         notes = worktree.remove(self.ws, delete_branch=merged)
-        run.event(
-            wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged
-        )  # fmt: skip
+        run.event(wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged)
         for note in notes:
             run.observer.note(run.ticket_id, note)
 
@@ -279,9 +281,12 @@ def left_tree(run: RunContext) -> TicketWorktree:
     directory, if any, to remove."""
     found = worktree.find(run.root, run.settings, run.ticket_id)
     ws = found or Workspace(
-        run.ticket_id, run.root, worktree_path(run.root, run.settings, run.ticket_id),
-        branch_name(run.settings, run.ticket_id), "",
-    )  # fmt: skip
+        run.ticket_id,
+        run.root,
+        worktree_path(run.root, run.settings, run.ticket_id),
+        branch_name(run.settings, run.ticket_id),
+        "",
+    )
     return TicketWorktree(ws, run.settings, run.store.files.dir, ws.root_git.common_dir())
 
 
@@ -319,9 +324,13 @@ def open_tree(run: RunContext) -> tuple[TicketWorktree | None, str | None]:
 
     options = run.options
     chosen = mode.choose(
-        run.root, run.settings, run.ticket_id, explicit=options.worktree,
-        parallel=options.parallel, shared_attempt=shared_attempt(run.store),
-    )  # fmt: skip
+        run.root,
+        run.settings,
+        run.ticket_id,
+        explicit=options.worktree,
+        parallel=options.parallel,
+        shared_attempt=shared_attempt(run.store),
+    )
     if not chosen.worktree and options.merge:  # `tf-fsm merge` never closes it unmerged
         raise UsageError(
             f"{run.ticket_id}: nothing to merge: it has no branch (its attempt waited for its "
@@ -345,9 +354,15 @@ def ready_workspace(
     notes = [lead, *notes] if lead else notes
     head = checkpoint.head(ws)
     run.event(
-        wev.WorkspaceReady, None, branch=ws.branch, base=ws.base_branch, path=str(ws.tree),
-        head=head, notes=notes, fork=head if made else None,
-    )  # fmt: skip
+        wev.WorkspaceReady,
+        None,
+        branch=ws.branch,
+        base=ws.base_branch,
+        path=str(ws.tree),
+        head=head,
+        notes=notes,
+        fork=head if made else None,
+    )
     for note in notes:
         run.observer.note(run.ticket_id, note)
     return ws

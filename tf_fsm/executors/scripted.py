@@ -182,9 +182,11 @@ class ScriptedExecutor:
             memory = self._memory(inv)
             memory["fixed"] = sorted({*memory["fixed"], *(f.id for f in cleared)})
             atomic_write_text(
-                inv.artifact_dir / MEMORY_FILE, json_text(memory), within=inv.artifact_dir,
+                inv.artifact_dir / MEMORY_FILE,
+                json_text(memory),
+                within=inv.artifact_dir,
                 durable=False,
-            )  # fmt: skip
+            )
             lines = [f"# Fixes: {inv.ticket_id}", "", "## Fixes Applied"]
             lines += [f"- [{f.severity}] {f.text}" for f in cleared] or ["- none"]
             left = [f for f in open_findings if f not in cleared]

@@ -61,8 +61,14 @@ class LoopResult:
 #: the loop's totals, in the order its closing line gives them: each ticket counted once,
 #: by its final state in this loop (docs/ralph.md, "Output")
 TOTALS: tuple[str, ...] = (
-    "closed", "blocked", "failed", "waiting", "awaiting_merge", "interrupted", "skipped"
-)  # fmt: skip
+    "closed",
+    "blocked",
+    "failed",
+    "waiting",
+    "awaiting_merge",
+    "interrupted",
+    "skipped",
+)
 #: a run's outcome -> the total it counts in (a `locked` run never ran: not a final state)
 _TOTAL_OF = {
     "closed": "closed",

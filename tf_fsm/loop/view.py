@@ -196,10 +196,17 @@ class Reporter:
 
         table = Table("ticket", "outcome", "runs", "attempt", BLOCKED_ATTEMPTS, "time", "reason")
         rows = [
-            (ticket, status_line(r), str(runs[ticket]), str(r.attempt), _blocked_attempts(r),
-             f"{r.seconds:.1f}s", r.reason)
+            (
+                ticket,
+                status_line(r),
+                str(runs[ticket]),
+                str(r.attempt),
+                _blocked_attempts(r),
+                f"{r.seconds:.1f}s",
+                r.reason,
+            )
             for ticket, r in last.items()
-        ]  # fmt: skip
+        ]
         rows += [
             (ticket, "skipped", "0", "-", "-", "-", reason)
             for ticket, reason in result.skipped.items()
@@ -213,9 +220,12 @@ class Reporter:
             console.print(table)
 
     def dry_run(
-        self, plans: list[Plan], skipped: dict[str, str], note: str | None,
+        self,
+        plans: list[Plan],
+        skipped: dict[str, str],
+        note: str | None,
         trees: dict[str, dict[str, Any]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """--dry-run: the loop's note on its trees (as the loop says it when it starts), then
         each ticket that would start, in order, with its tree, then the skipped ones."""
         if note is not None:
@@ -260,17 +270,24 @@ def planned_trees(
 
     explicit, repo = options.worktree, mode.Repository(root, settings)
     try:
-        note = mode.for_loop(root, settings, explicit=explicit, workers=options.workers,
-                             repo=repo).note  # fmt: skip
+        note = mode.for_loop(
+            root, settings, explicit=explicit, workers=options.workers, repo=repo
+        ).note
     except WorkspaceError:  # each ticket's tree says that its run would refuse, and why
         note = None
     store = ticket_stores(root, settings)
     return note, {
-        plan.ticket: tree_for(root, settings, plan.ticket, explicit=explicit,
-                              parallel=options.parallel,
-                              shared_attempt=shared_attempt(store(plan.ticket)), repo=repo)
+        plan.ticket: tree_for(
+            root,
+            settings,
+            plan.ticket,
+            explicit=explicit,
+            parallel=options.parallel,
+            shared_attempt=shared_attempt(store(plan.ticket)),
+            repo=repo,
+        )
         for plan in plans
-    }  # fmt: skip
+    }
 
 
 def _blocked_attempts(result: RunResult) -> str:

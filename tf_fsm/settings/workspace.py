@@ -123,8 +123,7 @@ class Workspace(Section):
             check_ref_part(f"{value}pt-1", "branch")
         except ValueError:
             raise ValueError(
-                f"{value!r} followed by a ticket id is not a git branch name "
-                "(git check-ref-format)"
+                f"{value!r} followed by a ticket id is not a git branch name (git check-ref-format)"
             ) from None
         return value
 

@@ -112,9 +112,12 @@ class SimulatedAgent:
         model = self.profile.models.get(inv.model)
         if model is None:
             return InvocationResult(
-                ok=False, duration=0.0, failure=f"model {inv.model} is not in the profile",
-                exit_code=1, failure_class="agent_error",
-            )  # fmt: skip
+                ok=False,
+                duration=0.0,
+                failure=f"model {inv.model} is not in the profile",
+                exit_code=1,
+                failure_class="agent_error",
+            )
         key = (inv.ticket_id, inv.attempt, inv.phase, inv.role)
         tries = self.tries[key]
         self.tries[key] += 1
@@ -122,16 +125,22 @@ class SimulatedAgent:
         if draw(self.seed, *key, tries, "transient") < model.transient:
             # A provider error (429, 5xx) bills nothing; the orchestrator restarts it.
             return InvocationResult(
-                ok=False, duration=time.monotonic() - started, failure="HTTP 529 overloaded",
-                exit_code=1, failure_class="provider", usage=Usage(),
-            )  # fmt: skip
+                ok=False,
+                duration=time.monotonic() - started,
+                failure="HTTP 529 overloaded",
+                exit_code=1,
+                failure_class="provider",
+                usage=Usage(),
+            )
         atomic_write_text(inv.output, self._work(inv), within=inv.artifact_dir, durable=False)
         self.spent[inv.ticket_id] = self.spent.get(inv.ticket_id, 0.0) + model.costUsd
         return InvocationResult(
-            ok=True, duration=time.monotonic() - started, exit_code=0,
+            ok=True,
+            duration=time.monotonic() - started,
+            exit_code=0,
             log=f"simulated {inv.model} wrote {inv.output.name}\n",
             usage=Usage(cost_usd=model.costUsd),
-        )  # fmt: skip
+        )
 
     def _findings(self, ticket: str) -> dict[str, HiddenFinding]:
         if ticket not in self.open:

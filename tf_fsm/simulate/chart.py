@@ -62,15 +62,22 @@ def svg_chart(results: Sequence[PolicyResult], title: str) -> str:
     ]
     for i in range(6):
         xv, yv = x0 + (x1 - x0) * i / 5, y0 + (y1 - y0) * i / 5
-        out.append(f'<text x="{px(xv):.1f}" y="{top + plot_h + 16}" text-anchor="middle">'
-                   f"${xv:.2f}</text>")  # fmt: skip
+        out.append(
+            f'<text x="{px(xv):.1f}" y="{top + plot_h + 16}" text-anchor="middle">${xv:.2f}</text>'
+        )
         out.append(f'<text x="{left - 6}" y="{py(yv) + 4:.1f}" text-anchor="end">{yv:.0f}%</text>')
-        out.append(f'<line x1="{left}" y1="{py(yv):.1f}" x2="{left + plot_w}" y2="{py(yv):.1f}" '
-                   'stroke="#ddd"/>')  # fmt: skip
-    out.append(f'<text x="{left + plot_w / 2}" y="{height - 10}" text-anchor="middle">'
-               "cost per closed ticket (USD)</text>")  # fmt: skip
-    out.append(f'<text x="16" y="{top + plot_h / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 16 {top + plot_h / 2})">tickets closed</text>')  # fmt: skip
+        out.append(
+            f'<line x1="{left}" y1="{py(yv):.1f}" x2="{left + plot_w}" y2="{py(yv):.1f}" '
+            'stroke="#ddd"/>'
+        )
+    out.append(
+        f'<text x="{left + plot_w / 2}" y="{height - 10}" text-anchor="middle">'
+        "cost per closed ticket (USD)</text>"
+    )
+    out.append(
+        f'<text x="16" y="{top + plot_h / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {top + plot_h / 2})">tickets closed</text>'
+    )
     for i, (r, x, y) in enumerate(pts):
         color = colors[i % len(colors)]
         out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{color}"/>')

@@ -143,8 +143,9 @@ def run_policy(
     started = time.perf_counter()
     for ticket, findings in hidden.items():
         for _ in range(5):  # an attempt in error (transient failures past the restarts) resumes
-            outcome = run_ticket(project, ticket, RunOptions(auto=True), settings=settings,
-                                 executor=agent)  # fmt: skip
+            outcome = run_ticket(
+                project, ticket, RunOptions(auto=True), settings=settings, executor=agent
+            )
             if outcome.status != "error":
                 break
         state = open_store(project, settings, ticket).load_retry_state()

@@ -87,9 +87,9 @@ def memory_refused(settings: LoadedSettings, backend: str | None, what: str) -> 
     mode of one) needs other processes to see the ticket's records."""
     if backend_of(settings, backend) != MEMORY:
         return
-    source = "--store memory" if backend is not None else "storage.backend is \"memory\""
+    source = "--store memory" if backend is not None else 'storage.backend is "memory"'
     raise UsageError(
         f"{source}: {what} needs the ticket's records shared with other processes, which the "
         "memory store keeps in one process; use the files store (`--store files`, or "
-        "storage.backend \"files\")"
+        'storage.backend "files")'
     )

@@ -142,9 +142,7 @@ class JournalFile:
             problem = f"line {exc.line_number}: {exc.problem}"
             raise corrupt_journal(self.path, problem) from exc
 
-    def _cached_append(
-        self, fd: int, data: bytes, new: list[Event] | None, repaired: bool
-    ) -> None:
+    def _cached_append(self, fd: int, data: bytes, new: list[Event] | None, repaired: bool) -> None:
         """Keep the cache in step with what was just appended: the lines decoded again (the
         cache must be what a reader of the file would get), or dropped when the append cut a
         torn tail first."""

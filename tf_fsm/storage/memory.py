@@ -237,9 +237,11 @@ class MemoryStore:
         raw = json_text(content)
         text = redacted_json(content, self.redactor, raw)
         image = ViewSaved(
-            ts=_now(), ticket=self.ticket_id, file=name,
+            ts=_now(),
+            ticket=self.ticket_id,
+            file=name,
             content=content if text == raw else load_json(text),
-        )  # fmt: skip
+        )
         self.append_event(image)
         self.put(name, text.encode("utf-8"))
 

@@ -46,6 +46,7 @@ class MemoryStore(Protocol):
     def records(self) -> Records: ...
     def exchange_root(self) -> Path: ...
 
+
 _PREVIEW_CHARS = 80
 
 
@@ -93,8 +94,9 @@ class MemoryFiles:
 
     @staticmethod
     def _write(directory: Path, name: str, data: bytes) -> None:
-        atomic_write_bytes(directory.joinpath(*name.split("/")), data, within=directory,
-                           durable=False)  # fmt: skip
+        atomic_write_bytes(
+            directory.joinpath(*name.split("/")), data, within=directory, durable=False
+        )
 
     def take(self, name: str) -> tuple[str, str] | None:
         path = self.path(name)
@@ -137,7 +139,9 @@ def tail_repair(journal: bytes, where: Path, store: MemoryStore) -> tuple[int, b
         return len(journal), b"\n"
     preview = store.redactor(tail.decode("utf-8", errors="replace"))[:_PREVIEW_CHARS]
     dropped = JournalTailDropped(
-        ts=timestamp(datetime.now(UTC)), ticket=store.ticket_id, bytes=len(tail),
+        ts=timestamp(datetime.now(UTC)),
+        ticket=store.ticket_id,
+        bytes=len(tail),
         preview=preview,
-    )  # fmt: skip
+    )
     return start, redacted_line(dropped, store.redactor)

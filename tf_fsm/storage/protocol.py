@@ -106,9 +106,7 @@ class Store(Protocol):
 
     # --- durability ------------------------------------------------------------------------
 
-    def batch(
-        self, on_durable: Callable[[], None] | None = None
-    ) -> AbstractContextManager[None]:
+    def batch(self, on_durable: Callable[[], None] | None = None) -> AbstractContextManager[None]:
         """A run. Every write is visible to reads at once; only durable journal appends are
         made durable; when the block ends, however it ends, everything written is durable and
         the journal ends with ViewsSynced. `on_durable` is called at each durable point of the

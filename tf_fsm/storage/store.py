@@ -94,9 +94,12 @@ class TicketStore:
         self._on_durable: Callable[[], None] | None = None  # the batch caller's durable point
         #: the exchange area agents work in: the ticket directory itself
         self.files = TicketFiles(
-            self.dir, self.within, self.redactor, (self.journal_path, self.lock_path),
+            self.dir,
+            self.within,
+            self.redactor,
+            (self.journal_path, self.lock_path),
             self._written_by_take,
-        )  # fmt: skip
+        )
 
     def _written_by_take(self) -> None:
         self._changed = True
@@ -234,9 +237,11 @@ class TicketStore:
         raw = json_text(content)
         text = redacted_json(content, self.redactor, raw)
         image = ViewSaved(
-            ts=_now(), ticket=self.ticket_id, file=name,
+            ts=_now(),
+            ticket=self.ticket_id,
+            file=name,
             content=content if text == raw else load_json(text),
-        )  # fmt: skip
+        )
         self.append_event(image, durable=name not in self._imaged)
         self._imaged.add(name)
         self._write_view(name, text)

@@ -38,9 +38,11 @@ class Actions:
             if ticket in self.running:
                 return False
             thread = threading.Thread(
-                target=self._run, args=(ticket, action, argv, done), daemon=True,
+                target=self._run,
+                args=(ticket, action, argv, done),
+                daemon=True,
                 name=f"tf-fsm ui {action} {ticket}",
-            )  # fmt: skip
+            )
             self.running[ticket] = thread
         thread.start()
         return True
@@ -51,8 +53,12 @@ class Actions:
         try:
             result = run_process(argv, cwd=self.root)
             output = (result.stdout + result.stderr).strip()[-OUTPUT_CHARS:]
-            report = {"ticket": ticket, "action": action, "exitCode": result.exit_code,
-                      "output": output}  # fmt: skip
+            report = {
+                "ticket": ticket,
+                "action": action,
+                "exitCode": result.exit_code,
+                "output": output,
+            }
         except Exception as exc:  # the board says what went wrong rather than nothing
             report = {"ticket": ticket, "action": action, "exitCode": None, "output": str(exc)}
         finally:

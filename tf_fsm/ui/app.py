@@ -76,11 +76,16 @@ class BoardApp:
         cards = filtered(snap.cards, tag, assignee)
         columns = [(key, title, [c for c in cards if c.column == key]) for key, title in COLUMNS]
         return self.env.get_template("board.html").render(
-            columns=columns, cap=COLUMN_CAP, totals=snap.totals, tags=snap.tags,
-            assignees=snap.assignees, tag=tag or "", assignee=assignee or "",
+            columns=columns,
+            cap=COLUMN_CAP,
+            totals=snap.totals,
+            tags=snap.tags,
+            assignees=snap.assignees,
+            tag=tag or "",
+            assignee=assignee or "",
             problems=snap.problems + (self.hub.problems[-5:] if self.hub else []),
             root=self.options.root,
-        )  # fmt: skip
+        )
 
     async def board_page(self, request: Request) -> Response:
         tag = request.query_params.get("tag") or None

@@ -25,14 +25,18 @@ if TYPE_CHECKING:
 ARTIFACTS: tuple[str, ...] = tuple(
     dict.fromkeys(
         [
-            PHASE_ARTIFACT["research"], PHASE_ARTIFACT["implement"],
-            *REVIEW_FILES.values(), PHASE_ARTIFACT["review"], PHASE_ARTIFACT["fix"],
+            PHASE_ARTIFACT["research"],
+            PHASE_ARTIFACT["implement"],
+            *REVIEW_FILES.values(),
+            PHASE_ARTIFACT["review"],
+            PHASE_ARTIFACT["fix"],
             *(f"post-fix-{name}" for name in REVIEW_FILES.values()),
             *sorted(name for name in REPORTS if name.endswith(".md")),
-            SINGLE_ROLE["close"][1], PHASE_ARTIFACT["close"],
+            SINGLE_ROLE["close"][1],
+            PHASE_ARTIFACT["close"],
         ]
     )
-)  # fmt: skip
+)
 #: how much of a log the page shows (its end), and how much of one artifact
 TAIL_BYTES = 16 * 1024
 ARTIFACT_BYTES = 256 * 1024

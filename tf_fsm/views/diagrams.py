@@ -277,6 +277,7 @@ def _attrs(attrs: dict[str, str]) -> str:
 
 # --- outputs --------------------------------------------------------------------------------
 
+
 def render(dot_text: str, fmt: str) -> bytes:
     """`dot_text` rendered by Graphviz. `dot` writes a file rather than stdout: PNG is binary,
     and every process goes through run_process, which captures text."""

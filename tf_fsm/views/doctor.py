@@ -88,15 +88,23 @@ def _invocations(root: Path, settings: LoadedSettings, cwd: Path) -> list[tuple[
                 (
                     number,
                     Invocation(
-                        ticket_id=SAMPLE_TICKET, phase=phase, role=role, model=chosen.model,
-                        thinking=chosen.thinking, attempt=number, root=root,
-                        artifact_dir=ticket_dir, output=ticket_dir / artifact, prompt="",
+                        ticket_id=SAMPLE_TICKET,
+                        phase=phase,
+                        role=role,
+                        model=chosen.model,
+                        thinking=chosen.thinking,
+                        attempt=number,
+                        root=root,
+                        artifact_dir=ticket_dir,
+                        output=ticket_dir / artifact,
+                        prompt="",
                         prompt_file=ticket_dir / "prompts" / f"{name}.md",
                         chain_context=ticket_dir / CHAIN_CONTEXT,
-                        log_file=ticket_dir / "logs" / f"{name}.log", cwd=cwd,
+                        log_file=ticket_dir / "logs" / f"{name}.log",
+                        cwd=cwd,
                     ),
                 )
-            )  # fmt: skip
+            )
     return out
 
 
@@ -155,9 +163,15 @@ def diagnose(root: Path, settings: LoadedSettings) -> Diagnosis:
                 diag.problems.append(f"{inv.role} (attempt {number}): {problem}")
         if number == 1:
             diag.commands.append(
-                {"phase": inv.phase, "role": inv.role, "model": inv.model,
-                 "thinking": inv.thinking, "argv": argv, "cwd": str(inv.workdir)}
-            )  # fmt: skip
+                {
+                    "phase": inv.phase,
+                    "role": inv.role,
+                    "model": inv.model,
+                    "thinking": inv.thinking,
+                    "argv": argv,
+                    "cwd": str(inv.workdir),
+                }
+            )
     return diag
 
 

@@ -130,8 +130,12 @@ class _Replayer:
                 self.history.attempts.append(f"{a}: {up or 'base models'}")
                 trigger = "retry" if self.state == fsm.BLOCKED else "start"
                 models = f"escalated {up}" if up else "base models"
-                self.take(self.state, trigger, fsm.phase_state(fsm.PHASES[0]),
-                          [f"{a} trigger {why}, {models}"])  # fmt: skip
+                self.take(
+                    self.state,
+                    trigger,
+                    fsm.phase_state(fsm.PHASES[0]),
+                    [f"{a} trigger {why}, {models}"],
+                )
             case ev.InvocationFinished(phase=phase, role=role, model=model) if phase in RESOLUTION:
                 self.merging.append(f"{a} {phase} {role} {model}")
             case ev.InvocationFinished(phase=phase, role=role, model=model):
@@ -139,8 +143,9 @@ class _Replayer:
             case ev.PhaseSkipped(phase=phase):
                 self.take(fsm.phase_state(phase), "skip", _after(phase), [a])
             case ev.PhaseCompleted(phase=phase) if fsm.phase_state(phase) != _CLOSE:
-                self.take(fsm.phase_state(phase), "complete", _after(phase),
-                          self.ran.pop(phase, [a]))  # fmt: skip
+                self.take(
+                    fsm.phase_state(phase), "complete", _after(phase), self.ran.pop(phase, [a])
+                )
             case ev.PhaseFailed(phase=phase, role=role):
                 self.take(fsm.phase_state(phase), "fail", fsm.ERROR, [f"{a} {phase} {role} failed"])
             case ev.GateEvaluated():

@@ -87,10 +87,18 @@ def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> 
 def _unrunnable_row(ticket_id: str, why: str) -> dict[str, Any]:
     """The row of a backlog ticket `run` refuses before reading any state."""
     return {
-        "ticket": ticket_id, "next": f"{NOTHING}{why}", "state": None, "status": None,
-        "attempt": None, "retryCount": None, "maxRetries": None, "skip": True, "escalatedRoles": [],
-        "lastFailure": None, "workspace": None,
-    }  # fmt: skip
+        "ticket": ticket_id,
+        "next": f"{NOTHING}{why}",
+        "state": None,
+        "status": None,
+        "attempt": None,
+        "retryCount": None,
+        "maxRetries": None,
+        "skip": True,
+        "escalatedRoles": [],
+        "lastFailure": None,
+        "workspace": None,
+    }
 
 
 def ticket_view(

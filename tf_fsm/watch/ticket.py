@@ -48,6 +48,7 @@ class WatchHost(Protocol):
 
     def state_changed(self) -> None: ...
 
+
 RESUME = "resume"  # touched by the user: resume this ticket now
 LOCK_RETRY_MAX = 5.0
 #: What tf_fsm writes into a ticket directory itself: never a reason to act (no feedback loops).
@@ -285,8 +286,9 @@ class WatchedTicket:
         w, observer = self.w, _RunObserver(self, why, take)
         try:
             executor = w.executor()
-            outcome = run_ticket(w.root, self.id, settings=w.settings, executor=executor,
-                                 observer=observer)  # fmt: skip
+            outcome = run_ticket(
+                w.root, self.id, settings=w.settings, executor=executor, observer=observer
+            )
         except TicketLockedError as exc:
             with self.cond:  # another process has it: the same trigger, later
                 self.pending.update(saved)

@@ -38,6 +38,7 @@ from tf_fsm.watch.ticket import STATE_FILES, Awaiting, WatchedTicket, awaiting, 
 
 __all__ = ["Awaiting", "Watch", "awaiting", "own_file"]
 
+
 class Watch:
     """Watch tickets until `--once` finds nothing left to wait for, or Ctrl-C / SIGTERM."""
 
@@ -185,8 +186,12 @@ class Watch:
         self.observer.stop()
         busy = ", ".join(t.id for t in workers if t.busy)
         if busy and self.interruptible:
-            self.log(None, "stopping", f"stopping: waiting for the current invocation of {busy} "
-                     "(Ctrl-C again to leave it; it stays resumable)")  # fmt: skip
+            self.log(
+                None,
+                "stopping",
+                f"stopping: waiting for the current invocation of {busy} "
+                "(Ctrl-C again to leave it; it stays resumable)",
+            )
         for ticket in workers:
             while ticket.thread.is_alive():
                 ticket.thread.join(0.2)
@@ -201,14 +206,22 @@ class Watch:
         left = [t for t in watched if t.state.active]
         rest = "; ".join(f"{t.id} {t.state.describe()}" for t in left) or "none"
         if self.interrupted:
-            self.log(None, "interrupted", f"watch interrupted after {self.runs} run(s); left "
-                     f"resumable (tf-fsm watch or tf-fsm run): {rest}")  # fmt: skip
+            self.log(
+                None,
+                "interrupted",
+                f"watch interrupted after {self.runs} run(s); left "
+                f"resumable (tf-fsm watch or tf-fsm run): {rest}",
+            )
             return 130
         with self.lock:
             dropped = [t.id for t in self.tickets.values() if t.dropped]
         if dropped:  # their errors were logged when they were dropped
-            self.log(None, "done", f"watch done after {self.runs} run(s); not watched after an "
-                     f"error (see above): {', '.join(dropped)}")  # fmt: skip
+            self.log(
+                None,
+                "done",
+                f"watch done after {self.runs} run(s); not watched after an "
+                f"error (see above): {', '.join(dropped)}",
+            )
             return 2
         self.log(None, "done", f"watch done after {self.runs} run(s): nothing waits or is in error")
         return 0

@@ -49,8 +49,9 @@ def agent_files(
     missing = [e for e in entries if _at_root(root, e) and not os.path.lexists(tree / e)]
     record = Record(record.base, tuple(sorted({*record.copied, *missing})))
     if record != recorded:
-        atomic_write_json(admin / RECORD, {"base": record.base, "copied": list(record.copied)},
-                          within=admin)  # fmt: skip
+        atomic_write_json(
+            admin / RECORD, {"base": record.base, "copied": list(record.copied)}, within=admin
+        )
     for entry in missing:
         _copy_entry(root / entry, tree / entry, tree)
     return record, [f"copied {e} from the project root into {tree}" for e in missing]

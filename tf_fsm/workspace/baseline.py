@@ -211,9 +211,14 @@ def _compute(
         for gate in gates:
             r = run(gate, tree)
             results[gate.name] = BaseResult(
-                gate.name, r.passed, r.exit_code, r.failing_tests, r.summary, sha,
+                gate.name,
+                r.passed,
+                r.exit_code,
+                r.failing_tests,
+                r.summary,
+                sha,
                 started=r.error is None,
-            )  # fmt: skip
+            )
         return results
     finally:
         with worktree_registry(common):

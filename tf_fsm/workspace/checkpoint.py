@@ -48,9 +48,14 @@ def checkpoint(ws: Workspace, message: str, trailers: Mapping[str, str]) -> str 
     _require_branch(ws, own, "commit a checkpoint")
     text = commit_message(message, ws.ticket_id, trailers)
     git.run(
-        "commit", "--quiet", "--cleanup=whitespace", "-F", "-",
-        stdin=text, env=git.commit_env(),
-    )  # fmt: skip
+        "commit",
+        "--quiet",
+        "--cleanup=whitespace",
+        "-F",
+        "-",
+        stdin=text,
+        env=git.commit_env(),
+    )
     return head(ws)
 
 
@@ -221,9 +226,14 @@ def _clear_locks(ws: Workspace) -> tuple[Path, Path]:
 
 
 def clear_locks(
-    common: Path, git_dirs: Sequence[Path], root: Path, tree: Path, branch: str, ticket_id: str,
+    common: Path,
+    git_dirs: Sequence[Path],
+    root: Path,
+    tree: Path,
+    branch: str,
+    ticket_id: str,
     more_refs: Sequence[str] = (),
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """`clear_stale_locks` of the git directories `git_dirs` (the ticket worktree's own; the
     common one, which holds the root checkout's, only for an operation at the root), of the
     ticket's own refs (its branch, moved by every checkpoint, and its refs/tf/<id>/ refs),

@@ -154,8 +154,10 @@ def _ended_by_resolver(ws: Workspace, own: Path, onto: str) -> Carried:
         return Carried(problem=f"the worktree no longer has {ws.branch} checked out")
     tip = head(ws)
     if not ws.git.is_ancestor(onto, tip):
-        return Carried(problem=f"the rebase did not complete: {ws.branch} does not hold "
-                       f"{ws.base_branch}'s tip {onto[:12]} (was it aborted?)")  # fmt: skip
+        return Carried(
+            problem=f"the rebase did not complete: {ws.branch} does not hold "
+            f"{ws.base_branch}'s tip {onto[:12]} (was it aborted?)"
+        )
     return Carried(tip=tip)
 
 
@@ -203,10 +205,14 @@ def sides(ws: Workspace, upstream: str, onto: str, old_tip: str, paths: list[str
     git = ws.git
     ticket_diff = git.out("diff", "--stat", "--patch", upstream, old_tip, "--")
     log = git.out(
-        "log", "--first-parent", "-z", "--max-count=50",
+        "log",
+        "--first-parent",
+        "-z",
+        "--max-count=50",
         "--format=%h%x1f%s%x1f%(trailers:key=Tf-Ticket,valueonly,separator=%x2c)",
-        f"{upstream}..{onto}", "--",
-    )  # fmt: skip
+        f"{upstream}..{onto}",
+        "--",
+    )
     commits = []
     for record in paths_of(log):
         short, subject, ticket = ([*record.split("\x1f"), "", ""])[:3]

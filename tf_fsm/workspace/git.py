@@ -56,9 +56,13 @@ class Git:
         return replace(self, hooks=True)
 
     def run(
-        self, *args: str, check: bool = True, stdin: str | None = None,
-        env: Mapping[str, str] | None = None, timeout: float | None = TIMEOUT_SECONDS,
-    ) -> ProcessResult:  # fmt: skip
+        self,
+        *args: str,
+        check: bool = True,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = TIMEOUT_SECONDS,
+    ) -> ProcessResult:
         """`git <args>` in `cwd`; raises GitError when it fails and `check` is set."""
         full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
         if not self.hooks:
@@ -114,9 +118,11 @@ class Git:
         if _has_identity(self.cwd, tuple(sorted(self.env.items()))):
             return {}
         return {
-            "GIT_AUTHOR_NAME": FALLBACK_NAME, "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
-            "GIT_COMMITTER_NAME": FALLBACK_NAME, "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
-        }  # fmt: skip
+            "GIT_AUTHOR_NAME": FALLBACK_NAME,
+            "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
+            "GIT_COMMITTER_NAME": FALLBACK_NAME,
+            "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
+        }
 
 
 def _without_hooks(env: Mapping[str, str]) -> dict[str, str]:

@@ -103,9 +103,14 @@ def lock_files(common: Path, git_dirs: Sequence[Path], refs: Iterable[str] = ())
 
 
 def clear_stale_locks(
-    common: Path, root: Path, git_dirs: Sequence[Path], refs: Iterable[str] = (),
-    *, tree: Path | None = None, patience: float = PATIENCE_SECONDS,
-) -> list[str]:  # fmt: skip
+    common: Path,
+    root: Path,
+    git_dirs: Sequence[Path],
+    refs: Iterable[str] = (),
+    *,
+    tree: Path | None = None,
+    patience: float = PATIENCE_SECONDS,
+) -> list[str]:
     """Remove the lock files of `git_dirs` and `refs` (see `lock_files`) that a git no longer
     running left; what was removed, as notes to show. The repository is the one whose common
     git directory is `common` and whose main tree is `root` (`tree`: a worktree that may not

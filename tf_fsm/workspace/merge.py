@@ -110,9 +110,15 @@ def _queue_merge(git: Git, ticket: str, tip: str, base: str, since: str | None) 
         for key in (TICKET_TRAILER, MERGED_TIP_TRAILER)
     )
     found = git.out(
-        "log", f"--format=%H%x1e{values}%x1d", "--no-show-signature", "--fixed-strings",
-        f"--grep={MERGED_TIP_TRAILER}: {tip}", f"^{tip}", span, "--",
-    )  # fmt: skip
+        "log",
+        f"--format=%H%x1e{values}%x1d",
+        "--no-show-signature",
+        "--fixed-strings",
+        f"--grep={MERGED_TIP_TRAILER}: {tip}",
+        f"^{tip}",
+        span,
+        "--",
+    )
     for record in found.split("\x1d"):
         sha, _, rest = record.strip("\n").partition("\x1e")
         tickets, _, tips = rest.partition("\x1e")
@@ -129,9 +135,17 @@ def merge_of(git: Git, tip: str, base: str, since: str | None = None) -> str | N
     the ticket is `merged_commit`'s question."""
     span = f"{since}..{base}" if since else base
     found = git.out(
-        "log", "-z", "--max-count=1", "--format=%H", "--no-show-signature",
-        "--fixed-strings", f"--grep={MERGED_TIP_TRAILER}: {tip}", f"^{tip}", span, "--",
-    )  # fmt: skip
+        "log",
+        "-z",
+        "--max-count=1",
+        "--format=%H",
+        "--no-show-signature",
+        "--fixed-strings",
+        f"--grep={MERGED_TIP_TRAILER}: {tip}",
+        f"^{tip}",
+        span,
+        "--",
+    )
     if found:
         return paths_of(found)[0]
     if base == tip or not git.is_ancestor(tip, base):
@@ -242,9 +256,14 @@ def _merge_detached(job: _Job) -> str:
         except GitError as exc:
             raise _failed(job, there, exc, False, []) from None
         moved = git.run(
-            "update-ref", "-m", f"tf-fsm: merge {ws.branch}", f"refs/heads/{ws.base_branch}",
-            commit, job.base, check=False,
-        )  # fmt: skip
+            "update-ref",
+            "-m",
+            f"tf-fsm: merge {ws.branch}",
+            f"refs/heads/{ws.base_branch}",
+            commit,
+            job.base,
+            check=False,
+        )
         if moved.exit_code != 0:
             raise WorkspaceError(
                 f"{ws.base_branch} moved while {ws.branch} was being merged into it "
@@ -303,9 +322,15 @@ def _conclude(job: _Job, git: Git, own: Path) -> str:
     if job.strategy == "merge":
         users.run("hook", "run", "--ignore-missing", "pre-merge-commit")
     users.run(
-        "commit", "--quiet", "--allow-empty", "--cleanup=whitespace", "-F", "-",
-        stdin=job.text, env=git.commit_env(),
-    )  # fmt: skip
+        "commit",
+        "--quiet",
+        "--allow-empty",
+        "--cleanup=whitespace",
+        "-F",
+        "-",
+        stdin=job.text,
+        env=git.commit_env(),
+    )
     return git.out("rev-parse", "HEAD")
 
 
@@ -328,6 +353,12 @@ def _failed(
 
 def _write_note(job: _Job, checkout: Path) -> None:
     """Note, before the checkout is touched, what `recover` needs to undo this merge."""
-    note = {"ticket": job.ws.ticket_id, "tip": job.tip, "base": job.base,
-            "checkout": str(checkout), "strategy": job.strategy, "tkFile": job.tk_file}  # fmt: skip
+    note = {
+        "ticket": job.ws.ticket_id,
+        "tip": job.tip,
+        "base": job.base,
+        "checkout": str(checkout),
+        "strategy": job.strategy,
+        "tkFile": job.tk_file,
+    }
     write_note(job.ws.root, job.ws.ticket_id, note)

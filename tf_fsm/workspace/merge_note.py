@@ -52,8 +52,9 @@ def read_note(root: Path, ticket_id: str) -> dict[str, str] | None:
         note = str(exc)
     if not isinstance(note, dict) or not all(isinstance(note.get(k), str) for k in NOTE_KEYS):
         raise CorruptStateError(
-            path, "is not the note of a merge tf-fsm writes",
+            path,
+            "is not the note of a merge tf-fsm writes",
             f"check {root} and the worktree that has the base branch checked out for a "
             "half-done merge (git status), then remove this file",
-        )  # fmt: skip
+        )
     return {k: note[k] for k in NOTE_KEYS}

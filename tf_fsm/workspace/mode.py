@@ -75,9 +75,14 @@ class Repository:
             if place.is_relative_to(root) and place != root:
                 own.append(place.relative_to(root).as_posix())
         listed = Git(self.root).out(
-            "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames",
-            "--", *pathspec_excluding(own),
-        )  # fmt: skip
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+            "--",
+            *pathspec_excluding(own),
+        )
         copied = agent_entries(self.settings)
         found = []
         for entry in paths_of(listed):
@@ -107,9 +112,13 @@ def choose(
 
 
 def for_loop(
-    root: Path, settings: LoadedSettings, *, explicit: bool | None, workers: int,
+    root: Path,
+    settings: LoadedSettings,
+    *,
+    explicit: bool | None,
+    workers: int,
     repo: Repository | None = None,
-) -> Mode:  # fmt: skip
+) -> Mode:
     """Whether a loop's tickets run in worktrees (each worker still chooses for its own
     ticket, the same way): the loop then runs untagged tickets side by side. The choice for a
     ticket that has no workspace yet."""
@@ -117,9 +126,12 @@ def for_loop(
 
 
 def _decide(
-    repo: Repository, explicit: bool | None, parallel: bool, ticket_id: str | None,
+    repo: Repository,
+    explicit: bool | None,
+    parallel: bool,
+    ticket_id: str | None,
     shared_attempt: int | None,
-) -> Mode:  # fmt: skip
+) -> Mode:
     """The one decision (docs/workspaces.md, "How the mode is chosen"); `ticket_id` None: a
     loop's tickets, none of which has a workspace yet."""
     settings = repo.settings

@@ -79,9 +79,14 @@ def rebase_onto_base(ws: Workspace, upstream: str | None = None, *, stop: bool =
     _require_clean(ws)
     args = ("--onto", base, str(upstream)) if onto else (base,)
     result = git.run(
-        "rebase", "--no-autostash", "--no-update-refs", "--no-rerere-autoupdate", *args,
-        env=git.commit_env(), check=False,
-    )  # fmt: skip
+        "rebase",
+        "--no-autostash",
+        "--no-update-refs",
+        "--no-rerere-autoupdate",
+        *args,
+        env=git.commit_env(),
+        check=False,
+    )
     if result.exit_code == 0:
         return Rebased(True, [], base, tip, git.out("rev-parse", "HEAD"))
     conflict = unmerged(git)
@@ -117,12 +122,17 @@ def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
         if ref is not None:  # else git ignores them, and the abort fails as before
             for path in in_the_way:
                 (ws.tree / path).unlink(missing_ok=True)
-            notes.append(f"kept what a killed rebase left in {ws.tree} under {ref}, then "
-                         f"removed {listing(in_the_way)}, in the way of aborting it")  # fmt: skip
+            notes.append(
+                f"kept what a killed rebase left in {ws.tree} under {ref}, then "
+                f"removed {listing(in_the_way)}, in the way of aborting it"
+            )
             result = git.run("rebase", "--abort", check=False)
     if result.exit_code == 0:
-        return [*notes, f"aborted an unfinished rebase in {ws.tree}: {ws.branch} is back at "
-                "its tip from before that rebase"], ref  # fmt: skip
+        return [
+            *notes,
+            f"aborted an unfinished rebase in {ws.tree}: {ws.branch} is back at "
+            "its tip from before that rebase",
+        ], ref
     branch = git.head_branch()
     if branch is None:
         raise WorkspaceError(
@@ -130,8 +140,11 @@ def abort_rebase(ws: Workspace, own: Path) -> tuple[list[str], str | None]:
             "abort it by hand (git rebase --abort), then run again"
         )
     git.run("rebase", "--quit")
-    return [*notes, f"removed the state of an unfinished rebase in {ws.tree} (HEAD was still "
-            f"on {branch}, so nothing had moved)"], ref  # fmt: skip
+    return [
+        *notes,
+        f"removed the state of an unfinished rebase in {ws.tree} (HEAD was still "
+        f"on {branch}, so nothing had moved)",
+    ], ref
 
 
 def reattach_branch(ws: Workspace) -> list[str]:
@@ -150,8 +163,10 @@ def reattach_branch(ws: Workspace) -> list[str]:
     if not git.ok("diff-index", "--quiet", "HEAD", "--"):
         return []
     git.run("checkout", "--quiet", ws.branch)
-    return [f"put {ws.tree} back on {ws.branch}: a killed rebase had left it on a detached "
-            f"HEAD at {head[:12]}"]  # fmt: skip
+    return [
+        f"put {ws.tree} back on {ws.branch}: a killed rebase had left it on a detached "
+        f"HEAD at {head[:12]}"
+    ]
 
 
 def branch_tips(ws: Workspace) -> tuple[str, str]:
@@ -235,11 +250,12 @@ def undo_merge(git: Git, own: Path, tip: str, keep: Sequence[str]) -> list[str]:
         and git.ok("diff-index", "--cached", "--quiet", tip, "--", *outside)
     ):
         _end_merge(git, merging)
-        return [f"undid an unfinished merge of {tip[:12]} in {git.cwd}: it is back at "
-                f"{head[:12]}"]  # fmt: skip
-    return [f"left {git.cwd} as it is: its index holds changes that are not tf-fsm's merge of "
-            f"{tip[:12]} (git status shows them); merging there waits until they are "
-            "committed or unstaged"]  # fmt: skip
+        return [f"undid an unfinished merge of {tip[:12]} in {git.cwd}: it is back at {head[:12]}"]
+    return [
+        f"left {git.cwd} as it is: its index holds changes that are not tf-fsm's merge of "
+        f"{tip[:12]} (git status shows them); merging there waits until they are "
+        "committed or unstaged"
+    ]
 
 
 def _end_merge(git: Git, merging: bool) -> None:
@@ -274,9 +290,14 @@ def _undo_half_checkout(git: Git, head: str, tip: str, outside: Sequence[str]) -
     if not touched:
         return []
     status = git.out(
-        "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames", "--",
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        "--",
         *literal(touched),
-    )  # fmt: skip
+    )
     changed = {item[3:]: item[:2] for item in paths_of(status)}
     if not changed:
         return []
@@ -292,8 +313,10 @@ def _undo_half_checkout(git: Git, head: str, tip: str, outside: Sequence[str]) -
         (git.cwd / path).unlink()
     if not back:
         return []
-    return [f"put back {len(back)} file(s) a killed merge had half written in {git.cwd} (they "
-            f"held the content of {tip[:12]}): {listing(back)}"]  # fmt: skip
+    return [
+        f"put back {len(back)} file(s) a killed merge had half written in {git.cwd} (they "
+        f"held the content of {tip[:12]}): {listing(back)}"
+    ]
 
 
 def _holds(git: Git, path: str, mine: dict[str, str], theirs: dict[str, str]) -> bool:

@@ -96,8 +96,10 @@ def _recover_merge(ws: Workspace, common: Path) -> list[str]:
         return _undo(ws.root, common, ws.ticket_id, tip, None)
     if not merge_head:
         return []  # a squash of somebody else's, or its leftover message: not ours to judge
-    return [f"left the unfinished merge in {ws.root} as it is: it is not tf-fsm's merge "
-            f"of {ws.branch} ({tip[:12]})"]  # fmt: skip
+    return [
+        f"left the unfinished merge in {ws.root} as it is: it is not tf-fsm's merge "
+        f"of {ws.branch} ({tip[:12]})"
+    ]
 
 
 def _undo(
