@@ -35,15 +35,34 @@ def too_deep() -> JsonLimitError:
     )
 
 
+class DuplicateKeyError(ValueError):
+    """`load_json(..., unique_keys=True)` met a key given twice in one object (json.loads would
+    silently keep the last value); the caller finds and names every repeat itself."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's `object_pairs_hook` for `unique_keys`: one dict() and one len() per object, so a
+    good file parses at full speed."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise DuplicateKeyError
+    return obj
+
+
 def load_json(
-    text: str, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+    text: str,
+    object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+    *,
+    unique_keys: bool = False,
 ) -> Any:
-    """`json.loads(text)`, or JsonLimitError (json.JSONDecodeError for invalid JSON, as ever)."""
+    """`json.loads(text)`, or JsonLimitError (json.JSONDecodeError for invalid JSON, as ever);
+    `unique_keys`: DuplicateKeyError at the first key an object repeats."""
+    hook = _unique_object if unique_keys else object_pairs_hook
     try:
-        value = json.loads(text, object_pairs_hook=object_pairs_hook)
+        value = json.loads(text, object_pairs_hook=hook)
     except RecursionError:
         raise too_deep() from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, DuplicateKeyError):
         raise
     except ValueError:  # only an integer past the interpreter's digit limit gets here
         limit = sys.get_int_max_str_digits()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tf_fsm.core import journal as ev
-from tf_fsm.core.next_step import Facts, next_step
+from tf_fsm.core.next_step import Step, next_step
 from tf_fsm.core.resume import ResumePoint
 from tf_fsm.core.state import (
     RetryState,
@@ -152,15 +152,12 @@ class TicketRun:
         self.ticket = tickets.read(self.root, self.ticket_id)
         return self._drive(self.store.load_retry_state(), events)
 
-    def facts(
-        self,
-        state: RetryState | None,
-        events: list[ev.Event],
-        budget: Callable[[], str | None],
-    ) -> Facts:
-        """What the decision of what runs next looks at, as this run sees it (`run --plan`
-        asks with the same facts)."""
-        return decision_facts(
+    def decide(self, state: RetryState | None, events: list[ev.Event]) -> tuple[Step, BudgetProbe]:
+        """What runs next, as this run sees it (`run --plan` asks the same), and the budget's
+        check when the decision asked for it (tf_fsm.core.next_step decides; the facts are
+        the read model's, tf_fsm.core.ticket)."""
+        budget = BudgetProbe(self, state, events)
+        facts = decision_facts(
             self.store,
             self.settings,
             state,
@@ -170,10 +167,10 @@ class TicketRun:
             retry_trigger=self.options.retry_trigger,
             merge_requested=self.options.merge,
         )
+        return next_step(facts), budget
 
     def _drive(self, state: RetryState | None, events: list[ev.Event]) -> Outcome:
-        budget = BudgetProbe(self, state, events)
-        step = next_step(self.facts(state, events, budget))
+        step, budget = self.decide(state, events)
         if step.refusal == "budget" and budget.check is not None:
             return refused_by_budget(self, state, budget.check)
         if step.action == "nothing_to_merge":
@@ -184,7 +181,7 @@ class TicketRun:
             cur = state.current
             self.close_tk(cur.attemptNumber, cur.startedAt, cur.reason or "")
             closed = step.reason  # and a merged workspace left behind, if any, goes too
-            step = next_step(self.facts(state, events, budget))
+            step, budget = self.decide(state, events)
             if step.action != "remove_workspace":
                 return self.outcome(state, "already_closed", 0, closed)
         if step.action == "remove_workspace":
@@ -209,8 +206,7 @@ class TicketRun:
             if status in ("closed", "error", "waiting", "awaiting_merge"):
                 return self.outcome(state, status, runs, reason)
             events = self.store.read_events().events
-            budget = BudgetProbe(self, state, events)
-            step = next_step(self.facts(state, events, budget))
+            step, budget = self.decide(state, events)
             if step.refusal == "same_failure":
                 same_failure.stop(self, state)  # the tk note; nowhere to go
                 return self.outcome(state, "exhausted", runs, step.reason)

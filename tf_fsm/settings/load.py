@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tf_fsm._json_input import JsonLimitError, load_json
+from tf_fsm._json_input import DuplicateKeyError, JsonLimitError, load_json
 from tf_fsm.errors import SettingsError, SettingsProblem
 from tf_fsm.fs.confine import check_knowledge_dir
 from tf_fsm.settings.gate_reports import whole_gate_warnings
@@ -122,19 +122,6 @@ def load_settings(root: Path, record: bool = False) -> LoadedSettings:
     return loaded
 
 
-class _DuplicateKey(Exception):
-    """Raised by `_unique_object` to stop the parse at the first repeated key."""
-
-
-def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json's `object_pairs_hook`: a dict, unless a key repeats (json.loads would silently keep
-    the last value). One dict() and one len() per object, so a good file parses at full speed."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _DuplicateKey
-    return obj
-
-
 class _Pairs(list[tuple[str, Any]]):
     """A JSON object kept as its (key, value) pairs, repeats included (the slow path)."""
 
@@ -144,8 +131,8 @@ def _parse_json(path: Path, text: str) -> Any:
     key given twice in one object is an error naming its dotted path. Only a file that repeats
     a key is parsed a second time, to find every repeat."""
     try:
-        return load_json(text, object_pairs_hook=_unique_object)
-    except _DuplicateKey:
+        return load_json(text, unique_keys=True)
+    except DuplicateKeyError:
         pass
     tree = load_json(text, object_pairs_hook=_Pairs)
     problem = "duplicate key: given {} times in one object (only the last would count); keep one"

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tf_fsm.core.escalation import detect_same_failure
 from tf_fsm.core.journal import RetryStateReset, timestamp
-from tf_fsm.core.next_step import next_step as decide
-from tf_fsm.engine.accounting import BudgetCheck, BudgetProbe, ticket_usage
+from tf_fsm.engine.accounting import BudgetCheck, ticket_usage
 from tf_fsm.engine.context import AttemptContext
 from tf_fsm.engine.orchestrator import TicketRun
 from tf_fsm.engine.phases import PhaseRunner
@@ -56,8 +55,7 @@ def next_step(run: TicketRun, reset: Reset | None = None) -> Step:
         events = [*events, reset.marker]
     else:
         state = run.store.load_retry_state()
-    budget = BudgetProbe(run, state, events)
-    step = decide(run.facts(state, events, budget))
+    step, budget = run.decide(state, events)
     cur = state.current if state else None
     if step.action == "resume" and cur is not None and step.resume is not None:
         point = step.resume
