@@ -63,14 +63,15 @@ def reset_json(done: ResetResult) -> dict[str, Any]:
 
 def reset_lines(done: ResetResult) -> list[str]:
     from tf_fsm.engine.reset import rebuilt
+    from tf_fsm.storage.layout import RETRY_STATE
 
     lines = [f"{done.ticket_id}: {rebuilt(done)}"] if done.repaired else []
     if done.backup is None:
-        return [*lines, f"{done.ticket_id}: nothing to reset (no retry-state.json)"]
+        return [*lines, f"{done.ticket_id}: nothing to reset (no {RETRY_STATE})"]
     count = done.retry_count_before
     before = str(count) if count is not None else "unknown: the file was corrupt"
     return [
         *lines,
-        f"{done.ticket_id}: retries reset: retry-state.json moved aside to {done.backup} "
+        f"{done.ticket_id}: retries reset: {RETRY_STATE} moved aside to {done.backup} "
         f"(blocked attempts were {before}); the next run starts at attempt 1",
     ]

@@ -13,6 +13,7 @@ from tf_fsm.engine.context import AttemptContext
 from tf_fsm.engine.orchestrator import TicketRun
 from tf_fsm.engine.phases import PhaseRunner
 from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.storage.layout import RETRY_STATE
 from tf_fsm.views.plan_phases import phases_of
 
 if TYPE_CHECKING:
@@ -74,11 +75,11 @@ def _plan_reset(run: TicketRun) -> Reset:
     from tf_fsm.engine.reset import has_retry_state
 
     if not has_retry_state(run.store):
-        return Reset({"backup": None, "why": "no retry-state.json: nothing to move aside"}, None)
+        return Reset({"backup": None, "why": f"no {RETRY_STATE}: nothing to move aside"}, None)
     now = run.now()
     backup = run.store.retry_backup_name(now)
     marker = RetryStateReset(ts=timestamp(now), ticket=run.ticket_id, backup=backup)
-    why = f"retry-state.json would be moved aside to {backup} (named for the run's time)"
+    why = f"{RETRY_STATE} would be moved aside to {backup} (named for the run's time)"
     return Reset({"backup": backup, "why": why}, marker)
 
 
