@@ -36,7 +36,8 @@ def run_worker(order: str, env: dict[str, str]) -> subprocess.CompletedProcess[s
 
 
 def test_a_worker_runs_its_work_order_and_reports_one_json_line(proj: Project) -> None:
-    from tf_fsm.loop.work import WorkOrder, WorkReport, read_report
+    from tf_fsm.engine.api import Outcome
+    from tf_fsm.loop.work import WorkOrder, read_report
 
     proj.ticket("pt-1", plan=FIXABLE)
     order = WorkOrder(proj.root, "pt-1", loop="123.456").to_json()
@@ -44,7 +45,7 @@ def test_a_worker_runs_its_work_order_and_reports_one_json_line(proj: Project) -
     assert first.returncode == 3, first.stderr
     assert first.stdout.count("\n") == 1  # the report, and nothing else
     report = read_report(first.stdout)
-    assert isinstance(report, WorkReport)
+    assert isinstance(report, Outcome)
     assert (report.status, report.attempt, report.retry_count) == ("blocked", 1, 1)
     assert json.loads(first.stdout) == {
         "ticket": "pt-1",

@@ -130,9 +130,9 @@ def _answer(outcome: Any, as_json: bool) -> int:
     """How `run` and `merge` end: the outcome's line, or (--json) the document a loop's worker
     reports (tf_fsm.loop.work); the outcome's exit code."""
     if as_json:
-        from tf_fsm.loop.work import WorkReport
+        from tf_fsm.loop.work import report_json
 
-        print(WorkReport.of(outcome).to_json())
+        print(report_json(outcome))
         return OUTCOME_CODES[outcome.status]
     return _report(outcome)
 
@@ -335,7 +335,7 @@ def worker_main(order: str) -> int:
     document, tf_fsm.loop.work) and prints its work report, one JSON line, on stdout (the
     loop's outcome file). Ended by the one error -> exit code mapping: an order that cannot be
     read exits 2 naming what is wrong, with no report."""
-    from tf_fsm.loop.work import WorkOrder, WorkReport
+    from tf_fsm.loop.work import WorkOrder, report_json
 
     def work(_: argparse.Namespace) -> int:
         got = WorkOrder.from_json(order)
@@ -343,7 +343,7 @@ def worker_main(order: str) -> int:
         (ticket_id,) = ticket_ids([got.ticket])
         settings = _run_settings(root, None, worker=True)
         outcome = _run(root, ticket_id, got.run_options(), settings)
-        print(WorkReport.of(outcome).to_json())
+        print(report_json(outcome))
         return OUTCOME_CODES[outcome.status]
 
     code = run_command(work, argparse.Namespace(verbose=False))

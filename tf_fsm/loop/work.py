@@ -1,12 +1,12 @@
 """What the backlog loop and one of its workers say to each other across the process boundary.
 
 The loop sends a `WorkOrder`, one JSON document: which ticket, in which project, for which loop,
-and the options the loop passes on. The worker runs it and answers with a `WorkReport`, one JSON
-document on one line: the last line of its standard output, which the loop reads from the
-worker's outcome file (tf_fsm.loop.worker). A worker that printed nothing sent no report (it was
-killed, refused the ticket's lock, or failed before it could report): its exit code tells the
-loop why. Each document is read by one function that names what is wrong in a bad one
-(WorkDocumentError).
+and the options the loop passes on. The worker runs it and answers with a work report, its
+run's `Outcome` as one JSON document on one line (`report_json`): the last line of its standard
+output, which the loop reads from the worker's outcome file (tf_fsm.loop.worker). A worker
+that printed nothing sent no report (it was killed, refused the ticket's lock, or failed before
+it could report): its exit code tells the loop why. Each document is read by one function that
+names what is wrong in a bad one (WorkDocumentError).
 
 The report is also what `tf-fsm run --json` prints: one document, one definition.
 """
@@ -87,69 +87,47 @@ class WorkOrder:
         )
 
 
-@dataclass(frozen=True)
-class WorkReport:
-    """How the worker's run ended: the run's outcome, as `tf-fsm run --json` prints it."""
-
-    ticket: str
-    status: OutcomeStatus
-    attempt: int
-    attempts_run: int
-    retry_count: int
-    max_retries: int
-    reason: str
-
-    @classmethod
-    def of(cls, outcome: Outcome) -> WorkReport:
-        return cls(
-            outcome.ticket_id,
-            outcome.status,
-            outcome.attempt,
-            outcome.attempts_run,
-            outcome.retry_count,
-            outcome.max_retries,
-            outcome.reason,
-        )
-
-    def to_json(self) -> str:
-        """One line (json.dumps escapes every newline a reason may hold)."""
-        return json.dumps(
-            {
-                "ticket": self.ticket,
-                "status": self.status,
-                "attempt": self.attempt,
-                "attemptsRun": self.attempts_run,
-                "retryCount": self.retry_count,
-                "maxRetries": self.max_retries,
-                "reason": self.reason,
-            }
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> WorkReport:
-        fields = _Fields("the worker's report", text)
-        status = fields.text("status")
-        if status not in _STATUSES:
-            fields.bad("status", f"is {status!r}, not one of {', '.join(_STATUSES)}")
-        return cls(
-            ticket=fields.text("ticket"),
-            status=typing.cast(OutcomeStatus, status),
-            attempt=fields.number("attempt"),
-            attempts_run=fields.number("attemptsRun"),
-            retry_count=fields.number("retryCount"),
-            max_retries=fields.number("maxRetries"),
-            reason=fields.text("reason"),
-        )
+def report_json(outcome: Outcome) -> str:
+    """The work report of a run's outcome (what `tf-fsm run --json` prints too): one line,
+    json.dumps escaping every newline a reason may hold."""
+    return json.dumps(
+        {
+            "ticket": outcome.ticket_id,
+            "status": outcome.status,
+            "attempt": outcome.attempt,
+            "attemptsRun": outcome.attempts_run,
+            "retryCount": outcome.retry_count,
+            "maxRetries": outcome.max_retries,
+            "reason": outcome.reason,
+        }
+    )
 
 
-def read_report(output: str) -> WorkReport | None:
+def report_of(text: str) -> Outcome:
+    """The outcome a work report states; WorkDocumentError naming the key that is wrong."""
+    fields = _Fields("the worker's report", text)
+    status = fields.text("status")
+    if status not in _STATUSES:
+        fields.bad("status", f"is {status!r}, not one of {', '.join(_STATUSES)}")
+    return Outcome(
+        ticket_id=fields.text("ticket"),
+        status=typing.cast(OutcomeStatus, status),
+        attempt=fields.number("attempt"),
+        attempts_run=fields.number("attemptsRun"),
+        retry_count=fields.number("retryCount"),
+        max_retries=fields.number("maxRetries"),
+        reason=fields.text("reason"),
+    )
+
+
+def read_report(output: str) -> Outcome | None:
     """The worker's report, from what it printed on its standard output: its last line. None
     when it printed nothing (it did not get to report: its exit code says why);
     WorkDocumentError when that line is not a report."""
     lines = output.rstrip("\n").splitlines()
     if not lines:
         return None
-    return WorkReport.from_json(lines[-1])
+    return report_of(lines[-1])
 
 
 class _Fields:

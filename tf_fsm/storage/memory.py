@@ -31,7 +31,6 @@ from tf_fsm._json_input import load_json
 from tf_fsm.core.journal import (
     Event,
     RetryStateReset,
-    ViewSaved,
     ViewsChecked,
     ViewsSynced,
     timestamp,
@@ -45,10 +44,10 @@ from tf_fsm.storage.journal_file import JOURNAL_TAIL_BYTES, running_phase_in
 from tf_fsm.storage.memory_files import MemoryFiles, Records, corrupt_journal, tail_repair
 from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
-from tf_fsm.storage.redacted_json import redacted_json, redacted_lines
+from tf_fsm.storage.redacted_json import redacted_lines
 from tf_fsm.storage.retry_file import parse_retry_state, peek_state
 from tf_fsm.storage.ticket_id import validate_ticket_id
-from tf_fsm.storage.views import VIEWS, crashed, last_images
+from tf_fsm.storage.views import crashed, last_images, view_image
 
 RETRY = "retry-state.json"
 
@@ -232,16 +231,7 @@ class MemoryStore:
         self.save_view(RETRY, state.to_json_dict())
 
     def save_view(self, name: str, content: dict[str, Any]) -> None:
-        if name not in VIEWS:
-            raise ValueError(f"{name!r} is not a view the journal keeps ({', '.join(VIEWS)})")
-        raw = json_text(content)
-        text = redacted_json(content, self.redactor, raw)
-        image = ViewSaved(
-            ts=_now(),
-            ticket=self.ticket_id,
-            file=name,
-            content=content if text == raw else load_json(text),
-        )
+        image, text = view_image(name, content, self.redactor, self.ticket_id, _now())
         self.append_event(image)
         self.put(name, text.encode("utf-8"))
 

@@ -25,12 +25,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tf_fsm._json_input import load_json
 from tf_fsm.core.journal import (
     Event,
     RetryStateReset,
     StaleTempFilesRemoved,
-    ViewSaved,
     ViewsChecked,
     ViewsSynced,
     timestamp,
@@ -52,7 +50,7 @@ from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETR
 from tf_fsm.storage.lock import hold_lock, lock_holder, owner_note, sweep_temp_files
 from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
-from tf_fsm.storage.redacted_json import redacted_json, redacted_line, redacted_lines
+from tf_fsm.storage.redacted_json import redacted_line, redacted_lines
 from tf_fsm.storage.retry_file import parse_retry_state, peek_state
 from tf_fsm.storage.ticket_files import TicketFiles
 
@@ -60,7 +58,7 @@ from tf_fsm.storage.ticket_files import TicketFiles
 from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
 from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
 from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
-from tf_fsm.storage.views import VIEWS, crashed, differs, last_images
+from tf_fsm.storage.views import crashed, differs, last_images, view_image
 
 
 class TicketStore:
@@ -232,16 +230,7 @@ class TicketStore:
         """Journal `content` (redacted) as the after-image of view `name`, then write the
         file from it. The first image a store saves of each view is fsynced before the file
         is written: a view on disk then always has an image a crash cannot take away."""
-        if name not in VIEWS:
-            raise ValueError(f"{name!r} is not a view the journal keeps ({', '.join(VIEWS)})")
-        raw = json_text(content)
-        text = redacted_json(content, self.redactor, raw)
-        image = ViewSaved(
-            ts=_now(),
-            ticket=self.ticket_id,
-            file=name,
-            content=content if text == raw else load_json(text),
-        )
+        image, text = view_image(name, content, self.redactor, self.ticket_id, _now())
         self.append_event(image, durable=name not in self._imaged)
         self._imaged.add(name)
         self._write_view(name, text)

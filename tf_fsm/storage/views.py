@@ -11,10 +11,27 @@ from typing import Any
 
 from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.core.journal import Event, RetryStateReset, ViewSaved, ViewsSynced
+from tf_fsm.fs.atomic import json_text
 from tf_fsm.storage.layout import CHAIN_CONTEXT, RETRY_STATE
+from tf_fsm.storage.redact import Redactor
+from tf_fsm.storage.redacted_json import redacted_json
 
 #: the files whose after-image the journal keeps (pi-ticketflow's names, formats unchanged)
 VIEWS = (RETRY_STATE, CHAIN_CONTEXT)
+
+
+def view_image(
+    name: str, content: dict[str, Any], redactor: Redactor, ticket_id: str, ts: str
+) -> tuple[ViewSaved, str]:
+    """What every store journals and keeps for view `name`: its after-image (ViewSaved, the
+    content redacted) and the text of the view itself (pretty JSON, redacted). ValueError for
+    a name that is not a view."""
+    if name not in VIEWS:
+        raise ValueError(f"{name!r} is not a view the journal keeps ({', '.join(VIEWS)})")
+    raw = json_text(content)
+    text = redacted_json(content, redactor, raw)
+    image = content if text == raw else load_json(text)
+    return ViewSaved(ts=ts, ticket=ticket_id, file=name, content=image), text
 
 
 def crashed(events: Sequence[Event]) -> bool:
