@@ -188,7 +188,7 @@ def test_dry_run_lists_order_attempts_escalation_and_skips(proj: Project) -> Non
         ln.startswith("     skip pt-7: malformed ticket file: ") and "pt-7.md:4:" in ln
         for ln in lines
     )
-    assert "     skip pt-9: its id is pt-9 but its file is pt-8.md" in lines
+    assert "     skip pt-9: its id is pt-9 but its file is pt-8.md (run reads pt-9.md)" in lines
     # A dry run writes nothing: no progress file, no locks, states untouched.
     assert not (proj.root / ".tf" / "ralph").exists()
     assert {t: proj.state(t) for t in before} == before

@@ -14,6 +14,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+# the quality gate blocked the attempt; workflow.escalation.maxCostUsd is spent: classes the
+# read model decides (tf_fsm.core.ticket_rules), named here with the executors' own
+from tf_fsm.core.ticket_rules import BUDGET as BUDGET
+from tf_fsm.core.ticket_rules import QUALITY as QUALITY
 from tf_fsm.executors.usage import AgentReport, is_transient_error
 
 CRASH = "crash"  # the agent exited nonzero
@@ -23,8 +27,6 @@ PROVIDER = "provider"  # the model provider: rate limit, 5xx, network
 AGENT_ERROR = "agent_error"  # the CLI reported an error a retry will meet again (401, bad model)
 NO_OUTPUT = "no_output"  # exited 0 without writing its artifact
 UNCOUNTABLE = "uncountable"  # a reviewer's file with no severity sections or statistics
-QUALITY = "quality"  # the quality gate blocked the attempt
-BUDGET = "budget"  # workflow.escalation.maxCostUsd is spent
 #: the merge queue: the rebase onto the moved base conflicts, or a gate fails after it
 MERGE_CONFLICT = "merge_conflict"
 #: the merge queue: the base branch's checkout cannot take the merge now (its own staged

@@ -46,6 +46,7 @@ from tf_fsm.process.strays import end_orphans, process_mark
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.backends import ticket_stores
 from tf_fsm.tk import selection, tickets
+from tf_fsm.tk.backlog import misfiled
 
 RALPH_DIR = Path(".tf/ralph")
 
@@ -117,8 +118,8 @@ class Loop:
         the ticket file parsed first as `run` does, and the loop's own policy on top."""
         if rec.id in self.no_rerun:
             return Skip(self.no_rerun[rec.id])
-        if rec.path.stem != rec.id:
-            return Skip(f"its id is {rec.id} but its file is {rec.path.name}")
+        if (why := misfiled(rec)) is not None:
+            return Skip(why)
         try:
             store = self.store(rec.id)
             view = loop_view(self.root, self.settings, store, tickets.read(self.root, rec.id))

@@ -92,6 +92,14 @@ class Backlog(NamedTuple):
 TICKETS_ENV = "TICKETS_DIR"
 
 
+def misfiled(record: TkRecord) -> str | None:
+    """Why `run` cannot take a ticket tk lists: its file is not named for its id (`run` reads
+    `<id>.md`); None when it is."""
+    if record.path.stem == record.id:
+        return None
+    return f"its id is {record.id} but its file is {record.path.name} (run reads {record.id}.md)"
+
+
 def tickets_dir(root: Path) -> Path:
     """Where the tickets are: $TICKETS_DIR (relative to the project root), else .tickets."""
     configured = os.environ.get(TICKETS_ENV)

@@ -68,7 +68,7 @@ def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> 
     with why `run` cannot take it: an id that cannot name a ticket, or one whose file `run`
     would not find (the id is in another file)."""
     from tf_fsm.errors import InvalidTicketIdError
-    from tf_fsm.tk.tickets import ticket_path
+    from tf_fsm.tk.backlog import misfiled
 
     if isinstance(ticket, str):
         return ticket_status(root, settings, ticket)
@@ -77,9 +77,7 @@ def status_row(root: Path, settings: LoadedSettings, ticket: TkRecord | str) -> 
         row = ticket_status(root, settings, record.id)
     except InvalidTicketIdError as exc:
         return _unrunnable_row(record.id, str(exc))
-    expected = ticket_path(root, record.id)
-    if not expected.is_file():
-        why = f"its id is {record.id} but its file is {record.path.name} (run reads {expected})"
+    if (why := misfiled(record)) is not None:
         row["next"], row["skip"] = f"{NOTHING}{why}", True
     return row
 
