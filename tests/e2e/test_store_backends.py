@@ -5,9 +5,12 @@ memory store is refused where other processes must see the records (exit 2, nami
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import run_cli
+from tf_fsm.loop.work import WorkOrder
 
 from .conftest import TICKET_ID, Harness
 
@@ -48,8 +51,14 @@ def test_the_memory_store_setting_is_refused_where_other_processes_look(e2e: Har
         done = run_cli(*args, cwd=e2e.project)
         assert done.returncode == 2, (args, done.stderr)
         assert 'storage.backend is "memory"' in done.stderr, done.stderr
-    worker = run_cli("run", TICKET_ID, "--ralph", "1.2", "--store", "memory", cwd=e2e.project)
-    assert worker.returncode == 2 and "--store memory" in worker.stderr, worker.stderr
+    # a loop's worker, given its work order as the loop gives it
+    order = WorkOrder(e2e.project, TICKET_ID, loop="1.2").to_json()
+    code = "import sys; from tf_fsm.cli.run import worker_main; sys.exit(worker_main(sys.argv[1]))"
+    worker = subprocess.run(
+        [sys.executable, "-c", code, order], capture_output=True, text=True, timeout=60
+    )
+    assert worker.returncode == 2, worker.stderr
+    assert 'storage.backend is "memory"' in worker.stderr, worker.stderr
     assert _ticket_dirs(e2e.project) == []
 
 

@@ -324,10 +324,6 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_worktree_argument(p)
     add_store_argument(p)
-    # the loop's workers: `--ralph <the loop's pid>.<start time>`, noted with the ticket's lock;
-    # `--parallel`: the loop runs several tickets at once (worktrees unless the settings say no)
-    p.add_argument("--ralph", nargs="?", const="", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--parallel", action="store_true", help=argparse.SUPPRESS)
 
 
 def worker_main(order: str) -> int:
