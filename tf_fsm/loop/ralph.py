@@ -114,7 +114,7 @@ class Loop:
 
     def assess(self, rec: tickets.TkRecord) -> Plan | Skip:
         """Run it, or why not; reads only this ticket's files. Its read model (the decision of
-        what runs next, tf_fsm.core.next_step) as the loop's worker (`run --ralph`) meets it,
+        what runs next, tf_fsm.core.next_step) as the loop's worker (tf_fsm.loop.work) meets it,
         the ticket file parsed first as `run` does, and the loop's own policy on top."""
         if rec.id in self.no_rerun:
             return Skip(self.no_rerun[rec.id])

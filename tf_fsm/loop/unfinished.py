@@ -35,7 +35,7 @@ MERGE_FAILURES = frozenset({MERGE_CONFLICT, MERGE_REFUSED})
 def loop_view(
     root: Path, settings: LoadedSettings, store: Store, ticket: tickets.Ticket
 ) -> TicketView:
-    """The ticket's read model as the loop's worker (`run --ralph`) meets it: the tk file as
+    """The ticket's read model as the loop's worker (tf_fsm.loop.work) meets it: the tk file as
     it parsed it, its retries recorded as `ralph_retry`."""
     return ticket_view(
         root, settings, store.ticket_id, store, tk_file=lambda: ticket, retry_trigger="ralph_retry"
