@@ -15,13 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tf_fsm.errors import UsageError
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.memory import MemoryStore
-from tf_fsm.storage.protocol import Store
-from tf_fsm.storage.store import TicketStore
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
+
+# The stores are imported when one is opened: listing a project's tickets (`status` on a
+# project where none has run) costs no journal or retry-state model (benchmarks/
+# bench_startup.py).
+if TYPE_CHECKING:
+    from tf_fsm.storage.protocol import Store
 
 FILES, MEMORY = "files", "memory"
 
@@ -31,13 +35,11 @@ class Stores:
 
     def __init__(self, knowledge: Path, backend: str) -> None:
         self.knowledge, self.backend = knowledge, backend
-        self._open: Callable[[str], Store] = (
-            (lambda ticket_id: MemoryStore(str(knowledge), ticket_id))
-            if backend == MEMORY
-            else (lambda ticket_id: TicketStore(knowledge, ticket_id))
-        )
+        self._open: Callable[[str], Store] | None = None
 
     def __call__(self, ticket_id: str) -> Store:
+        if self._open is None:
+            self._open = _opener(self.knowledge, self.backend)
         return self._open(ticket_id)
 
     def ticket_ids(self) -> list[str]:
@@ -49,9 +51,20 @@ class Stores:
             return sorted(namespace(str(self.knowledge)).tickets)
         base = self.knowledge / "tickets"
         try:
-            return sorted(p.name for p in base.iterdir() if TICKET_ID_RE.fullmatch(p.name))
+            names = [p.name for p in base.iterdir() if TICKET_ID_RE.fullmatch(p.name)]
+            return sorted(n for n in names if (base / n).is_dir())
         except OSError:
             return []
+
+
+def _opener(knowledge: Path, backend: str) -> Callable[[str], Store]:
+    if backend == MEMORY:
+        from tf_fsm.storage.memory import MemoryStore
+
+        return lambda ticket_id: MemoryStore(str(knowledge), ticket_id)
+    from tf_fsm.storage.store import TicketStore
+
+    return lambda ticket_id: TicketStore(knowledge, ticket_id)
 
 
 def backend_of(settings: LoadedSettings, backend: str | None = None) -> str:

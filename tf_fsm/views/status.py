@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tf_fsm.settings.load import LoadedSettings, knowledge_dir
-from tf_fsm.storage.ticket_id import TICKET_ID_RE
+from tf_fsm.settings.load import LoadedSettings
 
 # Everything else is imported where it is used: `tf-fsm status` on a project where no ticket
 # has run needs only the settings, and the journal/state models, the store (the lock, the
@@ -37,11 +36,10 @@ def blocked_attempts(count: int, cap: int, closed: bool) -> str:
 
 
 def tracked_tickets(root: Path, settings: LoadedSettings) -> list[str]:
-    """Tickets with a state directory, sorted by id."""
-    base = knowledge_dir(root, settings) / "tickets"
-    if not base.is_dir():
-        return []
-    return sorted(p.name for p in base.iterdir() if p.is_dir() and TICKET_ID_RE.fullmatch(p.name))
+    """Tickets with records in the project's store, sorted by id."""
+    from tf_fsm.storage.backends import ticket_stores
+
+    return ticket_stores(root, settings).ticket_ids()
 
 
 def whole_backlog(root: Path, settings: LoadedSettings) -> tuple[list[TkRecord | str], list[str]]:
