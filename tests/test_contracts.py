@@ -61,7 +61,8 @@ def test_the_copy_passes_as_it_is(copy: Path) -> None:
     injection's."""
     imports = lint_imports(copy)
     assert imports.returncode == 0, imports.stdout + imports.stderr
-    assert "Contracts: 3 kept, 0 broken." in imports.stdout
+    contracts = (REPO / "pyproject.toml").read_text().count("[[tool.importlinter.contracts]]")
+    assert f"Contracts: {contracts} kept, 0 broken." in imports.stdout
     lint = ruff(copy)
     assert lint.returncode == 0, lint.stdout + lint.stderr
 

@@ -7,7 +7,7 @@ words the answer for its own output. Pure: the journal and the state come in.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 QUALITY = "quality"
 BUDGET = "budget"
 #: tk's statuses a ticket may be picked in (`tk ready`)
-ACTIVE = ("open", "in_progress")
 
 
 def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:
@@ -130,14 +129,3 @@ def goes_straight_on(settings: LoadedSettings, once: bool, step: Step) -> bool:
     left, the budget not refusing. The run that blocks journals this answer (TicketBlocked's
     `autoRetry`) and then acts on it."""
     return chains_attempts(settings, once) and step.action == "new_attempt"
-
-
-def is_closed(status: str | None) -> bool:
-    """Does tk call the ticket closed?"""
-    return status == "closed"
-
-
-def is_ready(status: str | None, deps: Sequence[str], closed: Collection[str]) -> bool:
-    """`tk ready`'s rule: the ticket is open or in progress and each of its deps is closed
-    (`closed`: the ids tk calls closed; an empty dep counts as met, as tk skips it)."""
-    return status in ACTIVE and all(not dep or dep in closed for dep in deps)

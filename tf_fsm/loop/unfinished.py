@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from tf_fsm.core.ticket import TicketView
-from tf_fsm.core.ticket_rules import is_closed
+from tf_fsm.core.tk_rules import is_closed
 from tf_fsm.errors import InvalidTicketIdError, TfFsmError
 from tf_fsm.executors.failures import MERGE_CONFLICT, MERGE_REFUSED
 from tf_fsm.settings.load import LoadedSettings

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tf_fsm.core.ticket_rules import ACTIVE, is_closed, is_ready
+from tf_fsm.core.tk_rules import ACTIVE, is_closed, is_ready
 from tf_fsm.errors import ShowError
 from tf_fsm.tk.backlog import Backlog, TkRecord
 

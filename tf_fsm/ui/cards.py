@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core.machine import AWAITING_MERGE, BLOCKED, CLOSED, ERROR, MERGING, phase_of
-from tf_fsm.core.ticket_rules import is_closed
+from tf_fsm.core.tk_rules import is_closed
 
 if TYPE_CHECKING:
     from tf_fsm.core.ticket import TicketView
