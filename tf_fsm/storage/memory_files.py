@@ -15,12 +15,13 @@ from typing import Protocol
 
 from tf_fsm.core.journal import JournalTailDropped, timestamp
 from tf_fsm.core.journal_codec import JournalLineError, decode
-from tf_fsm.errors import CorruptStateError, InvalidArtifactNameError, UnsafePathError
+from tf_fsm.errors import CorruptStateError
 from tf_fsm.fs.atomic import atomic_write_bytes, make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_line
+from tf_fsm.storage.ticket_files import confined
 
 
 @dataclass
@@ -78,13 +79,7 @@ class MemoryFiles:
         return artifact_segments(name)
 
     def path(self, name: str) -> Path:
-        path = self.dir.joinpath(*self.check_name(name))
-        try:
-            check_within(path, self.dir)
-        except UnsafePathError as exc:
-            reason = f"resolves outside the exchange directory ({exc.link} -> {exc.target})"
-            raise InvalidArtifactNameError(name, reason) from None
-        return path
+        return confined(self.dir, name, "the exchange directory")
 
     def publish(self, name: str, data: bytes) -> None:
         """Copy a record the store just kept into the area, once there is one."""

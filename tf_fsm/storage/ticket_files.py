@@ -16,6 +16,19 @@ from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.redact import Redactor
 
 
+def confined(directory: Path, name: str, what: str) -> Path:
+    """The path of artifact `name` in `directory` (`what` names it in the error):
+    InvalidArtifactNameError for a name that is not plain segments, or whose path a symlink
+    leads out of the directory."""
+    path = directory.joinpath(*artifact_segments(name))
+    try:
+        check_within(path, directory)
+    except UnsafePathError as exc:
+        reason = f"resolves outside {what} ({exc.link} -> {exc.target})"
+        raise InvalidArtifactNameError(name, reason) from None
+    return path
+
+
 class TicketFiles:
     """The ticket directory `dir`, whose symlinks may not lead out of `within`. `appended` are
     the files appended to or locked, never replaced, which may not be symlinks at all;
@@ -35,13 +48,7 @@ class TicketFiles:
     def path(self, name: str) -> Path:
         """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`); a
         symlink inside the ticket directory must not lead a read or a write elsewhere."""
-        path = self.unchecked(name)
-        try:
-            check_within(path, self.dir)
-        except UnsafePathError as exc:
-            reason = f"resolves outside the ticket directory ({exc.link} -> {exc.target})"
-            raise InvalidArtifactNameError(name, reason) from None
-        return path
+        return confined(self.dir, name, "the ticket directory")
 
     def unchecked(self, name: str) -> Path:
         """The path `name` names, once the name itself is valid (its links not checked yet:
