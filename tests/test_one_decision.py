@@ -285,7 +285,7 @@ def test_a_close_the_tk_file_missed_is_repaired_and_nothing_refuses_it(project: 
     why = seen.plan["why"]
     assert seen.plan["action"] == "already_closed" and "phases" not in seen.plan
     assert why == (
-        "retry-state.json records the close of attempt 1; the tk ticket is closed to match"
+        "the retry state records the close of attempt 1; the tk ticket is closed to match"
     )
     # not a refusal: `run` has something to do, so the loop runs it and status does not skip
     assert (seen.status["skip"], seen.status["next"]) == (False, why)

@@ -8,17 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from tf_fsm.cli.common import add_ticket_command, print_json, project_root, ticket_ids
 from tf_fsm.cli.exits import EXIT_OK
+from tf_fsm.storage.layout import RETRY_STATE
 
 if TYPE_CHECKING:
     from tf_fsm.engine.reset import ResetResult
 
-RESET_EPILOG = """\
-moves the ticket's retry-state.json aside (retry-state.json.bak.<UTC time>, journaled as
+RESET_EPILOG = f"""\
+moves the ticket's {RETRY_STATE} aside ({RETRY_STATE}.bak.<UTC time>, journaled as
 RetryStateReset) under the ticket's lock, as `run --retry-reset` does, without running it:
 the next run starts at attempt 1 with a fresh budget; see docs/retry-state.md
 
 exit codes:
-  0   reset, or nothing to reset (the ticket has no retry-state.json)
+  0   reset, or nothing to reset (the ticket has no {RETRY_STATE})
   1   unexpected internal error (traceback with --verbose)
   2   bad input: usage, ticket id, missing ticket file, settings file, a corrupt journal
       line, no project found
@@ -63,7 +64,6 @@ def reset_json(done: ResetResult) -> dict[str, Any]:
 
 def reset_lines(done: ResetResult) -> list[str]:
     from tf_fsm.engine.reset import rebuilt
-    from tf_fsm.storage.layout import RETRY_STATE
 
     lines = [f"{done.ticket_id}: {rebuilt(done)}"] if done.repaired else []
     if done.backup is None:

@@ -22,6 +22,7 @@ from tf_fsm.cli.common import (
 )
 from tf_fsm.cli.exits import EXIT_OK, OUTCOME_CODES, run_command
 from tf_fsm.errors import UsageError
+from tf_fsm.storage.layout import CHAIN_CONTEXT, RETRY_STATE
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -280,7 +281,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--retry-reset",
         action="store_true",
-        help="move retry-state.json aside (.bak.<UTC time>) and start at attempt 1",
+        help=f"move {RETRY_STATE} aside (.bak.<UTC time>) and start at attempt 1",
     )
     p.add_argument(
         "--no-research",
@@ -301,7 +302,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--no-clarify",
         dest="auto",
         action="store_true",
-        help="headless: recorded in chain-context.json for the prompts",
+        help=f"headless: recorded in {CHAIN_CONTEXT} for the prompts",
     )
     for flag, text in (
         ("--create-followups", "ask the closer for follow-up tickets (followups.md)"),

@@ -159,7 +159,7 @@ def merges_now(settings: LoadedSettings, *, requested: bool, began: bool) -> boo
 def close_tk_reason(number: int) -> str:
     """Why `run` only closes the tk file: the close of attempt `number` never reached it."""
     return (
-        f"retry-state.json records the close of attempt {number}; the tk ticket is closed to match"
+        f"the retry state records the close of attempt {number}; the tk ticket is closed to match"
     )
 
 
