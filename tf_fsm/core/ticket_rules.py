@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 #: refused (as tf_fsm.executors.failures names them)
 QUALITY = "quality"
 BUDGET = "budget"
-#: tk's statuses a ticket may be picked in (`tk ready`)
 
 
 def since_reset(events: Sequence[ev.Event]) -> Sequence[ev.Event]:

@@ -167,24 +167,34 @@ def repair_tail(fd: int, journal_path: Path, ticket_id: str, redactor: Redactor)
         return b""
     start = _last_line_start(fd, size)
     tail = os.pread(fd, size - start, start)
-    # Judged exactly as read_events judges it: complete JSON that is not a valid event is
-    # corruption, and corruption is reported, not cut away.
     try:
-        torn = decode(tail).torn_tail
+        dropped = torn_tail_line(tail, ticket_id, redactor)
     except JournalLineError as exc:
         raise corrupt_journal(journal_path, f"last line: {exc.problem}") from exc
-    if torn is None:
+    if dropped is None:
         return b"\n"
     os.ftruncate(fd, start)
     os.fsync(fd)
+    return dropped
+
+
+def torn_tail_line(tail: bytes, ticket_id: str, redactor: Redactor) -> bytes | None:
+    """A journal's last line without its newline, judged exactly as read_events judges it
+    (every store's rule): None when it is a complete event that only lacks the newline; else
+    the JournalTailDropped line (redacted) that takes the place of the torn bytes, which the
+    caller cuts away. JournalLineError when it is complete JSON that is not a valid event:
+    corruption is reported, never cut away."""
+    if decode(tail).torn_tail is None:
+        return None
     preview = redactor(tail.decode("utf-8", errors="replace"))[:_PREVIEW_CHARS]
-    dropped = JournalTailDropped(
-        ts=timestamp(datetime.now(UTC)),
-        ticket=ticket_id,
-        bytes=len(tail),
-        preview=preview,
-    )
+    dropped = JournalTailDropped(ts=now_stamp(), ticket=ticket_id, bytes=len(tail), preview=preview)
     return redacted_line(dropped, redactor)
+
+
+def now_stamp() -> str:
+    """The journal's timestamp of this moment (a store's own events: ViewSaved, ViewsSynced,
+    ViewsChecked, JournalTailDropped)."""
+    return timestamp(datetime.now(UTC))
 
 
 def _last_line_start(fd: int, size: int) -> int:

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,16 +40,15 @@ from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError, TicketLockedError
 from tf_fsm.fs.atomic import json_text
-from tf_fsm.storage.journal_file import JOURNAL_TAIL_BYTES, running_phase_in
+from tf_fsm.storage.journal_file import JOURNAL_TAIL_BYTES, now_stamp, running_phase_in
+from tf_fsm.storage.layout import JOURNAL, RETRY_STATE
 from tf_fsm.storage.memory_files import MemoryFiles, Records, corrupt_journal, tail_repair
 from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_lines
-from tf_fsm.storage.retry_file import parse_retry_state, peek_state
+from tf_fsm.storage.retry_file import backup_name, parse_retry_state, peek_state
 from tf_fsm.storage.ticket_id import validate_ticket_id
 from tf_fsm.storage.views import crashed, last_images, view_image
-
-RETRY = "retry-state.json"
 
 
 class Namespace:
@@ -135,7 +134,7 @@ class MemoryStore:
         mtime = max(time.time_ns(), before[1] + 1 if before else 0)
         self._rec.named[name] = (data, mtime)
         self._changed = True
-        if not name.startswith(RETRY):  # agents are not handed the retry state
+        if not name.startswith(RETRY_STATE):  # agents are not handed the retry state
             self.files.publish(name, data)
 
     # --- durability --------------------------------------------------------------------
@@ -156,7 +155,7 @@ class MemoryStore:
         if not self._changed:
             return
         self.durable_point()
-        synced = ViewsSynced(ts=_now(), ticket=self.ticket_id)
+        synced = ViewsSynced(ts=now_stamp(), ticket=self.ticket_id)
         self._append(redacted_lines([synced], self.redactor)[0])
 
     def durable_point(self) -> None:
@@ -175,7 +174,7 @@ class MemoryStore:
             if content is not None and self._view_differs(name, content):
                 self.put(name, json_text(content).encode())
                 repaired.append(name)
-        checked = ViewsChecked(ts=_now(), ticket=self.ticket_id, repaired=repaired)
+        checked = ViewsChecked(ts=now_stamp(), ticket=self.ticket_id, repaired=repaired)
         self.append_event(checked, durable=False)
         return repaired
 
@@ -213,13 +212,13 @@ class MemoryStore:
     # --- retry state -------------------------------------------------------------------
 
     def load_retry_state(self) -> RetryState | None:
-        found = self._rec.named.get(RETRY)
+        found = self._rec.named.get(RETRY_STATE)
         if found is None:
             return None
-        return parse_retry_state(found[0], self.where / RETRY, self.ticket_id)
+        return parse_retry_state(found[0], self.where / RETRY_STATE, self.ticket_id)
 
     def peek_retry_state(self) -> dict[str, Any] | None:
-        found = self._rec.named.get(RETRY)
+        found = self._rec.named.get(RETRY_STATE)
         return None if found is None else peek_state(found[0])
 
     def save_retry_state(self, state: RetryState) -> None:
@@ -228,23 +227,18 @@ class MemoryStore:
                 f"state of {state.ticketId!r} given to the store of {self.ticket_id!r}"
             )
         self.load_retry_state()  # a record that cannot be trusted is not overwritten
-        self.save_view(RETRY, state.to_json_dict())
+        self.save_view(RETRY_STATE, state.to_json_dict())
 
     def save_view(self, name: str, content: dict[str, Any]) -> None:
-        image, text = view_image(name, content, self.redactor, self.ticket_id, _now())
+        image, text = view_image(name, content, self.redactor, self.ticket_id, now_stamp())
         self.append_event(image)
         self.put(name, text.encode("utf-8"))
 
     def retry_backup_name(self, now: datetime) -> str:
-        stem = f"{RETRY}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
-        backup, suffix = stem, 0
-        while backup in self._rec.named:
-            suffix += 1
-            backup = f"{stem}.{suffix}"
-        return backup
+        return backup_name(now, self._rec.named.__contains__)
 
     def reset_retry_state(self, now: datetime) -> str | None:
-        found = self._rec.named.get(RETRY)
+        found = self._rec.named.get(RETRY_STATE)
         if found is None:
             return None
         try:
@@ -252,7 +246,7 @@ class MemoryStore:
         except CorruptStateError:
             count = None
         backup = self.retry_backup_name(now)
-        self._rec.named[backup] = self._rec.named.pop(RETRY)
+        self._rec.named[backup] = self._rec.named.pop(RETRY_STATE)
         reset = RetryStateReset(
             ts=timestamp(now), ticket=self.ticket_id, backup=backup, retryCountBefore=count
         )
@@ -277,7 +271,7 @@ class MemoryStore:
 
     def _append(self, data: bytes) -> None:
         journal = self._rec.journal if self._rec.journal is not None else bytearray()
-        cut, repair = tail_repair(bytes(journal), self.where / "events.jsonl", self)
+        cut, repair = tail_repair(bytes(journal), self.where / JOURNAL, self)
         del journal[cut:]
         journal += repair + data
         self._rec.journal = journal
@@ -289,7 +283,7 @@ class MemoryStore:
             return decode(bytes(self._rec.journal))
         except JournalLineError as exc:
             problem = f"line {exc.line_number}: {exc.problem}"
-            raise corrupt_journal(self.where / "events.jsonl", problem) from exc
+            raise corrupt_journal(self.where / JOURNAL, problem) from exc
 
     def journal_size(self) -> int | None:
         return None if self._rec.journal is None else len(self._rec.journal)
@@ -321,10 +315,6 @@ class MemoryStore:
 
     def lock_loop(self) -> str | None:
         return self._rec.loop if self._rec.holder is not None else None
-
-
-def _now() -> str:
-    return timestamp(datetime.now(UTC))
 
 
 if TYPE_CHECKING:

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from tf_fsm.core.journal import JournalTailDropped, timestamp
-from tf_fsm.core.journal_codec import JournalLineError, decode
+from tf_fsm.core.journal_codec import JournalLineError
 from tf_fsm.errors import CorruptStateError
 from tf_fsm.fs.atomic import atomic_write_bytes, make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.storage.artifact_names import artifact_segments
+from tf_fsm.storage.journal_file import torn_tail_line
+from tf_fsm.storage.layout import RETRY_STATE
 from tf_fsm.storage.redact import Redactor
-from tf_fsm.storage.redacted_json import redacted_line
 from tf_fsm.storage.ticket_files import confined
 
 
@@ -48,9 +47,6 @@ class MemoryStore(Protocol):
     def exchange_root(self) -> Path: ...
 
 
-_PREVIEW_CHARS = 80
-
-
 class MemoryFiles:
     """The agents' directory of one MemoryStore's ticket."""
 
@@ -70,7 +66,7 @@ class MemoryFiles:
             make_dirs(directory, within=self.within)
             records.exchange = directory
             for name, (data, _mtime) in sorted(records.named.items()):
-                if not name.startswith("retry-state.json"):
+                if not name.startswith(RETRY_STATE):
                     self._write(directory, name, data)
         return records.exchange
 
@@ -125,18 +121,8 @@ def tail_repair(journal: bytes, where: Path, store: MemoryStore) -> tuple[int, b
     if not journal or journal.endswith(b"\n"):
         return len(journal), b""
     start = journal.rfind(b"\n") + 1
-    tail = journal[start:]
     try:
-        torn = decode(tail).torn_tail
+        dropped = torn_tail_line(journal[start:], store.ticket_id, store.redactor)
     except JournalLineError as exc:
         raise corrupt_journal(where, f"last line: {exc.problem}") from exc
-    if torn is None:
-        return len(journal), b"\n"
-    preview = store.redactor(tail.decode("utf-8", errors="replace"))[:_PREVIEW_CHARS]
-    dropped = JournalTailDropped(
-        ts=timestamp(datetime.now(UTC)),
-        ticket=store.ticket_id,
-        bytes=len(tail),
-        preview=preview,
-    )
-    return start, redacted_line(dropped, store.redactor)
+    return (len(journal), b"\n") if dropped is None else (start, dropped)

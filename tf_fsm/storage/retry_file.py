@@ -4,6 +4,8 @@ CorruptStateError naming the file and the way out (`--retry-reset`), never a gue
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,18 @@ from tf_fsm._json_input import JsonLimitError, load_json
 from tf_fsm.core.journal import validation_problem
 from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError
+from tf_fsm.storage.layout import RETRY_STATE
+
+
+def backup_name(now: datetime, taken: Callable[[str], bool]) -> str:
+    """The name a retry state moved aside at `now` gets in every store:
+    `retry-state.json.bak.<UTC stamp>`, with `.1`, `.2`, ... while `taken` says a name is."""
+    stem = f"{RETRY_STATE}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
+    backup, suffix = stem, 0
+    while taken(backup):
+        suffix += 1
+        backup = f"{stem}.{suffix}"
+    return backup
 
 
 def corrupt_state(path: Path, ticket_id: str, problem: str) -> CorruptStateError:

@@ -21,7 +21,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,13 +45,13 @@ from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
 from tf_fsm.fs.atomic import disk_errors, fsync_dir, json_text, one_sync, sync_filesystems
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
-from tf_fsm.storage.journal_file import JournalFile, journal_tail, running_phase_in
+from tf_fsm.storage.journal_file import JournalFile, journal_tail, now_stamp, running_phase_in
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETRY_STATE
 from tf_fsm.storage.lock import hold_lock, lock_holder, owner_note, sweep_temp_files
 from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_line, redacted_lines
-from tf_fsm.storage.retry_file import parse_retry_state, peek_state
+from tf_fsm.storage.retry_file import backup_name, parse_retry_state, peek_state
 from tf_fsm.storage.ticket_files import TicketFiles
 
 # Ticket ids are re-exported too: callers validate ids through the store's module.
@@ -129,7 +129,7 @@ class TicketStore:
             self.sync_journal()
             return
         self.durable_point()
-        synced = ViewsSynced(ts=_now(), ticket=self.ticket_id)
+        synced = ViewsSynced(ts=now_stamp(), ticket=self.ticket_id)
         self._journal.append(redacted_line(synced, self.redactor), durable=False)
         self._journal.unsynced = False
 
@@ -230,7 +230,7 @@ class TicketStore:
         """Journal `content` (redacted) as the after-image of view `name`, then write the
         file from it. The first image a store saves of each view is fsynced before the file
         is written: a view on disk then always has an image a crash cannot take away."""
-        image, text = view_image(name, content, self.redactor, self.ticket_id, _now())
+        image, text = view_image(name, content, self.redactor, self.ticket_id, now_stamp())
         self.append_event(image, durable=name not in self._imaged)
         self._imaged.add(name)
         self._write_view(name, text)
@@ -251,19 +251,14 @@ class TicketStore:
                 self._write_view(name, json_text(content))
                 repaired.append(name)
         self._imaged.update(repaired)  # their images were durable: the journal had them
-        checked = ViewsChecked(ts=_now(), ticket=self.ticket_id, repaired=repaired)
+        checked = ViewsChecked(ts=now_stamp(), ticket=self.ticket_id, repaired=repaired)
         self.append_event(checked, durable=False)
         return repaired
 
     def retry_backup_name(self, now: datetime) -> str:
         """What `reset_retry_state` at `now` names the backup: `.bak.<UTC stamp>`, with `.1`,
         `.2`, ... when that name is taken."""
-        stem = f"{self.retry_state_path.name}.bak.{now.astimezone(UTC):%Y%m%dT%H%M%SZ}"
-        backup, suffix = self.dir / stem, 0
-        while backup.exists():
-            suffix += 1
-            backup = self.dir / f"{stem}.{suffix}"
-        return backup.name
+        return backup_name(now, lambda name: (self.dir / name).exists())
 
     def reset_retry_state(self, now: datetime) -> str | None:
         """Move the retry state (valid or corrupt) aside as `retry-state.json.bak.<stamp>` so the
@@ -346,7 +341,7 @@ class TicketStore:
             if stale:
                 self.append_event(
                     StaleTempFilesRemoved(
-                        ts=timestamp(datetime.now(UTC)),
+                        ts=now_stamp(),
                         ticket=self.ticket_id,
                         attempt=None,
                         files=stale,
@@ -363,10 +358,6 @@ class TicketStore:
             return None
         loop = owner_note(self.dir).get("loop")
         return loop if isinstance(loop, str) else None
-
-
-def _now() -> str:
-    return timestamp(datetime.now(UTC))
 
 
 if TYPE_CHECKING:
