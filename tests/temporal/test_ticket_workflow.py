@@ -1,0 +1,101 @@
+"""A ticket through its Temporal workflow on the dev server: a worker in this process, each
+attempt a real `tf-fsm run --once` process with the scripted agent, the ticket closed on its
+second attempt; a second start of its workflow runs nothing twice."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("temporalio", reason="the temporal extra is not installed")
+
+from temporalio.client import WorkflowExecutionStatus
+
+from tests.conftest import tk_ticket
+from tests.temporal.conftest import DevServer
+from tf_fsm.core.journal import InvocationFinished
+from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.backends import open_store
+from tf_fsm.temporal.dispatch import running_worker, start_ticket
+from tf_fsm.temporal.identity import repository_identity, workflow_id
+from tf_fsm.tk.tickets import read
+
+STRONG = "openai-codex/gpt-5.3-codex"
+#: a Major only the escalated fixer clears: attempt 1 blocks, attempt 2 closes
+HARD = {"id": "M", "severity": "Major", "text": "`a.py:1` - hard", "fixedBy": [STRONG]}
+
+
+def setup(project: Path) -> None:
+    (project / ".tickets").mkdir(exist_ok=True)
+    (project / ".tickets/pt-1.md").write_text(tk_ticket("pt-1"))
+    (project / "scenario.json").write_text(json.dumps({"findings": [HARD]}))
+    settings = {
+        "metaModels": {"strong": {"model": STRONG, "thinking": "high"}},
+        "workflow": {
+            "failOn": ["Critical", "Major"],
+            "escalation": {"enabled": True, "maxRetries": 3, "models": {"fixer": "strong"}},
+        },
+        "executor": {"kind": "scripted", "scenario": "scenario.json"},
+    }
+    (project / ".tf/config/settings.json").write_text(json.dumps(settings))
+
+
+def agent_calls(project: Path) -> Counter[tuple[Any, ...]]:
+    store = open_store(project, load_settings(project), "pt-1")
+    return Counter(
+        (e.attempt, e.phase, e.role)
+        for e in store.read_events().events
+        if isinstance(e, InvocationFinished)
+    )
+
+
+def test_a_ticket_closes_through_its_workflow_once(project: Path, temporal: DevServer) -> None:
+    setup(project)
+    queue = f"tf-fsm-{project.parent.name}"  # a queue of the test's own
+
+    async def scenario() -> tuple[Any, ...]:
+        # Two dispatchers start the ticket before any worker polls: one workflow.
+        first = await start_ticket(temporal.client, project, "pt-1", task_queue=queue)
+        second = await start_ticket(temporal.client, project, "pt-1", task_queue=queue)
+        async with running_worker(temporal.client, project, task_queue=queue):
+            result = await first.result()
+            reports = await first.query("reports")
+        described = await second.describe()
+        return first, second, result, reports, described
+
+    first, second, result, reports, described = temporal.run(scenario())
+
+    assert first.id == workflow_id(repository_identity(project), "pt-1")
+    assert second.result_run_id == first.result_run_id
+    assert described.status == WorkflowExecutionStatus.COMPLETED
+    assert (result.status, result.attempt) == ("closed", 2)
+    assert [(r["status"], r["attempt"]) for r in reports] == [("blocked", 1), ("closed", 2)]
+    assert read(project, "pt-1").status == "closed"
+    calls = agent_calls(project)
+    assert {attempt for attempt, _, _ in calls} == {1, 2}
+    assert set(calls.values()) == {1}, calls  # each (attempt, phase, role): one agent call
+
+
+def test_a_closed_tickets_workflow_started_again_runs_nothing(
+    project: Path, temporal: DevServer
+) -> None:
+    setup(project)
+    queue = f"tf-fsm-{project.parent.name}"
+
+    async def twice() -> tuple[Any, Any, Counter[tuple[Any, ...]]]:
+        async with running_worker(temporal.client, project, task_queue=queue):
+            first = await start_ticket(temporal.client, project, "pt-1", task_queue=queue)
+            closed = await first.result()
+            calls = agent_calls(project)
+            again = await start_ticket(temporal.client, project, "pt-1", task_queue=queue)
+            return closed, await again.result(), calls
+
+    closed, again, calls = temporal.run(twice())
+
+    assert closed.status == "closed"
+    assert (again.status, again.attempts_run) == ("already_closed", 0)
+    assert agent_calls(project) == calls

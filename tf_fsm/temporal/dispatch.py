@@ -1,0 +1,61 @@
+"""Starting a ticket's workflow, and a worker that runs tickets' workflows and attempts.
+
+A dispatcher starts each ticket's workflow under its one id (tf_fsm.temporal.identity) with
+the "use existing" conflict policy: a second start, from this host or another, while the
+ticket runs gets the running workflow's handle and starts nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.worker import Worker
+
+from tf_fsm.temporal.activities import TicketActivities
+from tf_fsm.temporal.identity import repository_identity, workflow_id
+from tf_fsm.temporal.orders import AttemptReport, TicketOrder
+from tf_fsm.temporal.workflow import TicketWorkflow
+
+#: the queue the workers of a repository poll when none is named
+TASK_QUEUE = "tf-fsm"
+
+
+async def start_ticket(
+    client: Client, root: Path, ticket: str, task_queue: str = TASK_QUEUE, **order: Any
+) -> WorkflowHandle[TicketWorkflow, AttemptReport]:
+    """The ticket's workflow: started, or the one already running (`order`: TicketOrder's
+    timeouts)."""
+    placed = TicketOrder(repository_identity(root), ticket, **order)
+    return await client.start_workflow(
+        TicketWorkflow.run,
+        placed,
+        id=workflow_id(placed.repository, ticket),
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    client: Client, root: Path, task_queue: str = TASK_QUEUE, slots: int = 1
+) -> AsyncIterator[Worker]:
+    """A worker polling `task_queue` while the block runs, its attempts run in `root` (a
+    clone of the repository), at most `slots` at once. On leaving, it stops polling and
+    waits for the attempts it runs (Temporal's graceful shutdown)."""
+    found = TicketActivities(root)
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tf-fsm activity") as pool:
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[TicketWorkflow],
+            activities=[found.run_attempt, found.next_step],
+            activity_executor=pool,
+            max_concurrent_activities=slots,
+        )
+        async with worker:
+            yield worker

@@ -1,0 +1,45 @@
+"""A ticket's workflow id: the repository's identity and the ticket id. Clones of one
+repository on many hosts share the identity (their `origin`), so two dispatchers on two hosts
+name a ticket's workflow alike, and Temporal runs it once."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from tf_fsm.workspace.git import Git, repository_root
+
+#: `user@host:path`, git's scp-like syntax for ssh
+_SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^@/]+@)?(.+)$", re.IGNORECASE)
+
+
+def normal_remote(url: str) -> str:
+    """One spelling for the URLs of one remote: no scheme, no user, no `.git`, no trailing
+    slash (`git@github.com:o/r.git` and `https://github.com/o/r` are `github.com/o/r`)."""
+    url = url.strip()
+    if (found := _URL.match(url)) is not None:
+        url = found.group(1)
+    elif (found := _SCP.match(url)) is not None and not Path(url).exists():
+        url = f"{found.group(1)}/{found.group(2)}"
+    url = url.rstrip("/")
+    return url.removesuffix(".git").rstrip("/")
+
+
+def repository_identity(root: Path) -> str:
+    """The repository `root` is a clone of: its `origin` (normalized), else its own path
+    (a repository without a shared remote runs on this host only)."""
+    top = repository_root(root)
+    if top is not None:
+        found = Git(top).run("remote", "get-url", "origin", check=False)
+        if found.exit_code == 0 and found.stdout.strip():
+            return normal_remote(found.stdout)
+    return str((top or root).resolve())
+
+
+def workflow_id(repository: str, ticket: str) -> str:
+    """The workflow id of `ticket` in `repository` (an identity, as `repository_identity`
+    gives it): readable at its end, the identity hashed to keep it short and free of `/`."""
+    digest = hashlib.sha256(repository.encode("utf-8")).hexdigest()[:16]
+    return f"tf-fsm-{digest}-{ticket}"
