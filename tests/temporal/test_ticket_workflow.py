@@ -5,6 +5,7 @@ second attempt; a second start of its workflow runs nothing twice."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.conftest import tk_ticket
@@ -99,3 +101,37 @@ def test_a_closed_tickets_workflow_started_again_runs_nothing(
     assert closed.status == "closed"
     assert (again.status, again.attempts_run) == ("already_closed", 0)
     assert agent_calls(project) == calls
+
+
+def test_a_quiet_attempt_longer_than_the_heartbeat_timeout_is_not_taken_away(
+    project: Path, temporal: DevServer
+) -> None:
+    """The agent prints nothing for seconds; the activity heartbeats from its own thread, so a
+    1 s heartbeat timeout does not take the attempt away (it would be retried, and fail)."""
+    setup(project)
+    (project / "scenario.json").write_text(json.dumps({"findings": [], "delaySeconds": 0.5}))
+    queue = f"tf-fsm-{project.parent.name}"
+
+    async def quiet() -> tuple[Any, float, list[int]]:
+        async with running_worker(temporal.client, project, task_queue=queue):
+            started = time.monotonic()
+            handle = await start_ticket(
+                temporal.client, project, "pt-1", task_queue=queue, heartbeat_timeout_seconds=1.0
+            )
+            result = await handle.result()
+            took = time.monotonic() - started
+        history = await handle.fetch_history()
+        started_events = [
+            event.activity_task_started_event_attributes
+            for event in history.events
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        ]
+        return result, took, [event.attempt for event in started_events]
+
+    result, took, tries = temporal.run(quiet())
+
+    # Without the heartbeats the first try times out and a second one runs while the first
+    # goes on (nothing fences it): the second finds the ticket closed by the first.
+    assert (result.status, result.attempt) == ("closed", 1)
+    assert took > 3.0  # several agent calls of 0.5 s each: well past the heartbeat timeout
+    assert tries == [1]  # one activity, on its first try (the history keeps the last try's)

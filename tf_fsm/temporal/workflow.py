@@ -45,7 +45,7 @@ class TicketWorkflow:
     async def run(self, order: TicketOrder) -> AttemptReport:
         report = await self._attempt(order)
         while report.status == "blocked":
-            view = await workflow.execute_activity(
+            view: StepView = await workflow.execute_activity(
                 NEXT_STEP,
                 order,
                 result_type=StepView,
@@ -63,7 +63,7 @@ class TicketWorkflow:
         return list(self._reports)
 
     async def _attempt(self, order: TicketOrder) -> AttemptReport:
-        report = await workflow.execute_activity(
+        report: AttemptReport = await workflow.execute_activity(
             RUN_ATTEMPT,
             order,
             result_type=AttemptReport,
