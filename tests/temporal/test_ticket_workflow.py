@@ -4,7 +4,9 @@ second attempt; a second start of its workflow runs nothing twice."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -135,3 +137,33 @@ def test_a_quiet_attempt_longer_than_the_heartbeat_timeout_is_not_taken_away(
     assert (result.status, result.attempt) == ("closed", 1)
     assert took > 3.0  # several agent calls of 0.5 s each: well past the heartbeat timeout
     assert tries == [1]  # one activity, on its first try (the history keeps the last try's)
+
+
+def test_a_cancelled_workflow_ends_its_running_attempt(project: Path, temporal: DevServer) -> None:
+    """Cancelled while its agent is quiet: the activity is cancelled at its next heartbeat,
+    and the `tf-fsm run` it started (the ticket lock's holder) ends with its process group."""
+    setup(project)
+    (project / "scenario.json").write_text(json.dumps({"findings": [], "delaySeconds": 30}))
+    queue = f"tf-fsm-{project.parent.name}"
+    store = open_store(project, load_settings(project), "pt-1")
+
+    async def cancelled() -> tuple[int, float]:
+        async with running_worker(temporal.client, project, task_queue=queue):
+            handle = await start_ticket(
+                temporal.client, project, "pt-1", task_queue=queue, heartbeat_timeout_seconds=1.5
+            )
+            deadline = time.monotonic() + 30
+            while (holder := store.lock_holder()) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert holder is not None, "the attempt never started"
+            await handle.cancel()
+            cancelled_at = time.monotonic()
+            while store.lock_holder() is not None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return holder, time.monotonic() - cancelled_at
+
+    holder, took = temporal.run(cancelled())
+
+    assert took < 5.0  # one heartbeat (0.5 s), then the group's end; the agent sleeps 30 s
+    with pytest.raises(ProcessLookupError):
+        os.kill(holder, 0)

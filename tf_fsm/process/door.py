@@ -208,6 +208,7 @@ def _pump(
     streams: dict[int, Capture],
     deadline: float | None,
     leader: _Leader,
+    wake: float | None = None,
 ) -> None:
     """Feed `data` to stdin and read stdout and stderr until both are closed, as `communicate`
     does, but into bounded captures. TimeoutExpired at the deadline. Once the child has
@@ -230,6 +231,8 @@ def _pump(
             if wait is None and leader.exited_at is not None:
                 _let_go(sel, leader)
                 return
+            if wake is not None:  # back in Python at least this often
+                wait = wake if wait is None else min(wait, wake)
             for key, _ in sel.select(wait):
                 if key.data is leader:
                     sel.unregister(key.fileobj)
@@ -289,6 +292,7 @@ def run_process(
     timeout: float | None = None,
     keep: int | None = None,
     on_output: OnOutput | None = None,
+    wake: float | None = None,
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout.
     With `keep`, only the first and last `keep` bytes of each stream are kept (cut at line
@@ -296,7 +300,9 @@ def run_process(
     `on_output` gets every chunk read from stdout or stderr as it arrives, with the name of
     its stream, both streams in the order they were read (a live view of the output; what is
     captured is the same). It must not raise: an exception from it ends the child as Ctrl-C
-    would.
+    would. With `wake`, the wait for output returns at least every `wake` seconds, so that an
+    exception raised in this thread from outside (a cancelled Temporal activity's) ends the
+    child as Ctrl-C does, also while the child is silent.
 
     Whatever the child leaves behind when it ends (a `sleep 300 &`, a dev server) is ended
     with it: its process group at once, and processes that left the group (tf_fsm.process.strays)
@@ -321,7 +327,7 @@ def run_process(
     timed_out = False
     leader = _Leader(proc, mark)
     try:
-        _pump(proc, data, streams, deadline, leader)
+        _pump(proc, data, streams, deadline, leader, wake)
         leader.reap(deadline)
     except subprocess.TimeoutExpired:
         timed_out = True

@@ -34,6 +34,8 @@ from tf_fsm.tk import tickets
 
 #: heartbeats per heartbeat timeout: one lost or late heartbeat is not taken for a death
 BEATS_PER_TIMEOUT = 3
+#: how soon a cancelled attempt's run is ended, at most, once the worker hears of it
+WAKE_SECONDS = 0.25
 
 
 def refusal(message: str) -> ApplicationError:
@@ -90,7 +92,9 @@ class TicketActivities:
         argv += ["--root", str(self.root)]  # this clone, whatever $TF_FSM_ROOT says
         activity.heartbeat(f"{order.ticket}: starting on {self.host}")
         with heartbeating(f"{order.ticket}: running on {self.host}"):
-            done = run_process(argv, cwd=self.root, keep=64 * 1024)
+            # woken every WAKE_SECONDS: a cancellation (an exception the SDK raises in this
+            # thread) ends the run's process group even while the run prints nothing
+            done = run_process(argv, cwd=self.root, keep=64 * 1024, wake=WAKE_SECONDS)
         try:
             outcome = read_report(done.stdout)
         except WorkDocumentError as exc:
