@@ -18,11 +18,8 @@ from temporalio.worker import Worker
 
 from tf_fsm.temporal.activities import TicketActivities
 from tf_fsm.temporal.identity import repository_identity, workflow_id
-from tf_fsm.temporal.orders import AttemptReport, TicketOrder
+from tf_fsm.temporal.orders import TASK_QUEUE, AttemptReport, TicketOrder
 from tf_fsm.temporal.workflow import TicketWorkflow
-
-#: the queue the workers of a repository poll when none is named
-TASK_QUEUE = "tf-fsm"
 
 
 async def start_ticket(

@@ -1,16 +1,35 @@
-"""What a ticket's workflow is given and what its activities answer: plain dataclasses, the
+"""What the workflows are given and what their activities answer: plain dataclasses, the
 payloads Temporal's history holds (its default converter writes them as JSON). Workflow code
-imports this module, so it imports nothing that touches a file, a clock or the network."""
+imports this module, so it imports nothing that touches a file, a clock or the network.
+
+The history is the commit point across hosts. What it holds of a ticket is `TicketFiles`:
+the journal's lines (small, redacted on the host that wrote them), and two shas in the shared
+remote: the ticket branch as the history accepted it, and the commit holding the ticket's
+artifacts (`refs/tf/<id>/knowledge`). Every host that runs a phase first rewrites the ticket's
+files from it, so a try whose result the history refused leaves nothing behind."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-#: how long one attempt may run before Temporal takes it away from its worker
-ATTEMPT_TIMEOUT_SECONDS = 6 * 3600.0
-#: a worker that has not heartbeaten for this long is taken for dead; the attempt is retried
-#: elsewhere, where the engine resumes it at its last checkpoint
+#: how long one phase may run before Temporal takes it away from its worker
+PHASE_TIMEOUT_SECONDS = 6 * 3600.0
+#: a worker that has not heartbeaten for this long is taken for dead; the phase is retried
+#: elsewhere, where the engine resumes the attempt at its last checkpoint
 HEARTBEAT_TIMEOUT_SECONDS = 60.0
+#: the queue the workers of a repository poll when none is named
+TASK_QUEUE = "tf-fsm"
+
+
+@dataclass(frozen=True)
+class TicketFiles:
+    """The ticket's files as the history knows them. `journal`: events.jsonl's lines, oldest
+    first; `branch`: the ticket branch's sha on the remote (None: not pushed yet);
+    `knowledge`: the sha of the commit holding its artifacts (None: none yet)."""
+
+    journal: list[str] = field(default_factory=list)
+    branch: str | None = None
+    knowledge: str | None = None
 
 
 @dataclass(frozen=True)
@@ -21,14 +40,80 @@ class TicketOrder:
 
     repository: str
     ticket: str
-    attempt_timeout_seconds: float = ATTEMPT_TIMEOUT_SECONDS
+    task_queue: str = TASK_QUEUE
+    phase_timeout_seconds: float = PHASE_TIMEOUT_SECONDS
     heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)
+class StepView:
+    """The decision of what runs next (tf_fsm.core.next_step.Step), as the core made it on
+    the worker from the files rewritten from the history: its action, reason and refusal."""
+
+    action: str
+    reason: str
+    refusal: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseOrder:
+    """Run the ticket's next phase (one phase of its attempt, or the ending of an attempt
+    whose phases are all done), on the files the history holds."""
+
+    repository: str
+    ticket: str
+    files: TicketFiles
+
+
+@dataclass(frozen=True)
+class PhaseReport:
+    """One phase run by a worker. `status`: the work report's (tf_fsm.loop.work), `paused`
+    when a phase completed and the attempt goes on; `journal`: the lines the run added;
+    `files`: the ticket's files after it (the history's new `TicketFiles`); `step`: what runs
+    next; `host`: the worker's host."""
+
+    ticket: str
+    status: str
+    attempt: int
+    phase: str | None
+    reason: str
+    journal: list[str]
+    files: TicketFiles
+    step: StepView
+    host: str
+    base: str | None = None  # the base branch of the ticket's workspace, once it has one
+
+
+@dataclass(frozen=True)
+class MergeOrder:
+    """Merge a passed ticket's branch into `base` on the shared remote (the merge queue's
+    one activity), on the files the history holds."""
+
+    repository: str
+    ticket: str
+    base: str
+    files: TicketFiles
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """The merge: `status` is `merged` (pushed to the remote's base as `base_sha`), `refused`
+    (the gates on the rebased branch, or a conflict left to a person) or `error`."""
+
+    ticket: str
+    status: str
+    reason: str
+    journal: list[str]
+    files: TicketFiles
+    step: StepView
+    host: str
+    base_sha: str | None = None
+
+
+@dataclass(frozen=True)
 class AttemptReport:
-    """One `tf-fsm run --once` on a worker: its work report (tf_fsm.loop.work's keys), and the
-    host that ran it."""
+    """One `tf-fsm run --once` on a worker (the first slice's one activity per attempt,
+    replaced by PhaseReport)."""
 
     ticket: str
     status: str
@@ -38,13 +123,3 @@ class AttemptReport:
     max_retries: int
     reason: str
     host: str
-
-
-@dataclass(frozen=True)
-class StepView:
-    """The decision of what runs next for a ticket (tf_fsm.core.next_step.Step), as the
-    backlog loop asks it, without its resume point (the attempt's run finds that itself)."""
-
-    action: str
-    reason: str
-    refusal: str | None = None

@@ -67,7 +67,7 @@ class TicketWorkflow:
             RUN_ATTEMPT,
             order,
             result_type=AttemptReport,
-            start_to_close_timeout=timedelta(seconds=order.attempt_timeout_seconds),
+            start_to_close_timeout=timedelta(seconds=order.phase_timeout_seconds),
             heartbeat_timeout=timedelta(seconds=order.heartbeat_timeout_seconds),
             retry_policy=ATTEMPT_RETRIES,
         )
