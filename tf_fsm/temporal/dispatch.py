@@ -7,7 +7,7 @@ ticket runs gets the running workflow's handle and starts nothing."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,20 +37,27 @@ async def start_ticket(
     )
 
 
+def registered(root: Path, host: str | None = None) -> tuple[list[type], list[Callable[..., Any]]]:
+    """The workflows and activities a worker of the clone at `root` runs: the one list every
+    worker registers (a workflow or activity missing from a worker would never run there)."""
+    found = TicketActivities(root, host)
+    return [TicketWorkflow], [found.run_attempt, found.next_step]
+
+
 @contextlib.asynccontextmanager
 async def running_worker(
     client: Client, root: Path, task_queue: str = TASK_QUEUE, slots: int = 1
 ) -> AsyncIterator[Worker]:
-    """A worker polling `task_queue` while the block runs, its attempts run in `root` (a
+    """A worker polling `task_queue` while the block runs, its activities run in `root` (a
     clone of the repository), at most `slots` at once. On leaving, it stops polling and
-    waits for the attempts it runs (Temporal's graceful shutdown)."""
-    found = TicketActivities(root)
+    waits for the activities it runs (Temporal's graceful shutdown)."""
+    workflows, activities = registered(root)
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tf-fsm activity") as pool:
         worker = Worker(
             client,
             task_queue=task_queue,
-            workflows=[TicketWorkflow],
-            activities=[found.run_attempt, found.next_step],
+            workflows=workflows,
+            activities=activities,
             activity_executor=pool,
             max_concurrent_activities=slots,
         )
