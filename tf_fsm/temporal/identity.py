@@ -38,8 +38,13 @@ def repository_identity(root: Path) -> str:
     return str((top or root).resolve())
 
 
-def workflow_id(repository: str, ticket: str) -> str:
-    """The workflow id of `ticket` in `repository` (an identity, as `repository_identity`
-    gives it): readable at its end, the identity hashed to keep it short and free of `/`."""
+def workflow_prefix(repository: str) -> str:
+    """What every workflow id of `repository` (an identity, as `repository_identity` gives
+    it) begins with: the identity hashed, to keep ids short and free of `/`."""
     digest = hashlib.sha256(repository.encode("utf-8")).hexdigest()[:16]
-    return f"tf-fsm-{digest}-{ticket}"
+    return f"tf-fsm-{digest}-"
+
+
+def workflow_id(repository: str, ticket: str) -> str:
+    """The workflow id of `ticket` in `repository`: readable at its end."""
+    return f"{workflow_prefix(repository)}{ticket}"

@@ -36,13 +36,17 @@ class TicketFiles:
 class TicketOrder:
     """Run this ticket of this repository until nothing is left to run. `repository` is the
     repository's identity (tf_fsm.temporal.identity): a worker refuses an order for another
-    repository than the clone it runs in."""
+    repository than the clone it runs in. `files`: where the ticket's history begins (the
+    end of its workflow's previous run; empty for its first)."""
 
     repository: str
     ticket: str
     task_queue: str = TASK_QUEUE
     phase_timeout_seconds: float = PHASE_TIMEOUT_SECONDS
     heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS
+    files: TicketFiles = field(default_factory=TicketFiles)
+    #: merges done by one merge-queue run before it continues as new (a bounded history)
+    merges_per_run: int = 50
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,59 @@ class MergeReport:
     step: StepView
     host: str
     base_sha: str | None = None
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    """A ticket workflow's request to the merge queue of `repository` and `base`: merge the
+    ticket whose files are `files`, and signal the outcome (`merged`) to `workflow_id`."""
+
+    repository: str
+    ticket: str
+    base: str
+    workflow_id: str
+    files: TicketFiles
+    task_queue: str = TASK_QUEUE
+    phase_timeout_seconds: float = PHASE_TIMEOUT_SECONDS
+    heartbeat_timeout_seconds: float = HEARTBEAT_TIMEOUT_SECONDS
+    merges_per_run: int = 50
+
+
+@dataclass(frozen=True)
+class MergeQueueStart:
+    """A merge queue's run: its repository and base, and what a previous run left waiting
+    (continue-as-new carries it over)."""
+
+    repository: str
+    base: str
+    pending: list[MergeRequest] = field(default_factory=list)
+    merged: int = 0  # merges done by the runs before this one
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a ticket's workflow has done so far (its `progress` query): the last phase's
+    report (None before the first), how many phases ran, and whether it waits for its merge."""
+
+    ticket: str
+    phases: int
+    last: PhaseReport | None
+    merging: bool
+    files: TicketFiles
+
+
+@dataclass(frozen=True)
+class TicketEnd:
+    """How a ticket's workflow ended: the last status (`closed`, `blocked`, `exhausted`,
+    `error`, `waiting`, ...), its reason, the attempt, the files (where the next run of the
+    workflow begins) and how many phases this run ran."""
+
+    ticket: str
+    status: str
+    reason: str
+    attempt: int | None
+    files: TicketFiles
+    phases: int
 
 
 @dataclass(frozen=True)

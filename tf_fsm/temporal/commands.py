@@ -1,0 +1,132 @@
+"""The bodies of the commands that run on a cluster: `ralph --temporal`, `run ID --temporal`
+and `status --temporal`. The CLI connects (tf_fsm.temporal.connect) and maps what these
+return to exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from tf_fsm.temporal.dispatcher import Dispatcher, run_backlog
+from tf_fsm.temporal.identity import repository_identity, workflow_id
+from tf_fsm.temporal.orders import Progress, TicketEnd, TicketOrder
+from tf_fsm.temporal.workflow import TicketWorkflow
+from tf_fsm.tk import tickets
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where the workflows run and how a ticket's order is made: the client, the task queue
+    and the timeouts (the `temporal` settings section and the flags)."""
+
+    client: Client
+    task_queue: str
+    heartbeat_timeout_seconds: float
+
+    def order(self, root: Path) -> Callable[[str], TicketOrder]:
+        repository = repository_identity(root)
+
+        def make(ticket: str) -> TicketOrder:
+            return TicketOrder(
+                repository,
+                ticket,
+                task_queue=self.task_queue,
+                heartbeat_timeout_seconds=self.heartbeat_timeout_seconds,
+            )
+
+        return make
+
+
+async def dispatch(
+    cluster: Cluster, root: Path, only: Sequence[str] | None, say: Say
+) -> dict[str, TicketEnd]:
+    """Start (or attach to) the tickets' workflows and follow them until each has ended:
+    `only` those tickets, or (None) the ready backlog, again as tickets close."""
+    dispatcher = Dispatcher(cluster.client, cluster.order(root), say)
+    await run_backlog(dispatcher, root, only)
+    if not dispatcher.ends:
+        say("nothing to run: no ticket is ready")
+    return dispatcher.ends
+
+
+@dataclass(frozen=True)
+class Row:
+    """A ticket as its workflow knows it (`status --temporal`)."""
+
+    ticket: str
+    workflow: str  # running, completed, ... or `none` (never dispatched)
+    phases: int
+    attempt: int | None
+    phase: str | None
+    host: str | None
+    last: str | None  # the last phase's (or the ended run's) status
+    reason: str | None
+    merging: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+async def rows(client: Client, root: Path) -> list[Row]:
+    """Every ticket of the backlog, as its workflow (the latest run of its id) knows it."""
+    repository = repository_identity(root)
+    backlog = tickets.scan(tickets.tickets_dir(root))
+    found = [_row(client, repository, tid) for tid in sorted(backlog.records)]
+    return list(await asyncio.gather(*found))
+
+
+async def _row(client: Client, repository: str, ticket: str) -> Row:
+    handle = client.get_workflow_handle(workflow_id(repository, ticket), result_type=TicketEnd)
+    try:
+        status = (await handle.describe()).status
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return Row(ticket, "none", 0, None, None, None, None, None, False)
+    name = status.name.lower() if status is not None else "unknown"
+    if status == WorkflowExecutionStatus.COMPLETED:
+        end = await handle.result()
+        return Row(ticket, name, end.phases, end.attempt, None, None, end.status, end.reason, False)
+    try:
+        progress: Progress = await handle.query(TicketWorkflow.progress)
+    except RPCError as exc:  # no worker polls: what the server says is all there is
+        return Row(ticket, name, 0, None, None, None, None, exc.message, False)
+    last = progress.last
+    return Row(
+        ticket,
+        name,
+        progress.phases,
+        last.attempt if last else None,
+        last.phase if last else None,
+        last.host if last else None,
+        last.status if last else None,
+        last.reason if last else None,
+        progress.merging,
+    )
+
+
+def print_rows(found: Sequence[Row], as_json: bool, say: Say) -> None:
+    if as_json:
+        say(json.dumps([row.to_json() for row in found], indent=2))
+        return
+    say(f"{'TICKET':<12} {'WORKFLOW':<11} {'PHASES':>6} {'ATTEMPT':>7}  {'LAST':<24} HOST")
+    for row in found:
+        last = row.last or ""
+        if row.phase and row.workflow == "running":
+            last = f"{row.phase} {last}".strip()
+        if row.merging:
+            last = "in the merge queue"
+        attempt = "" if row.attempt is None else str(row.attempt)
+        say(
+            f"{row.ticket:<12} {row.workflow:<11} {row.phases:>6} {attempt:>7}  "
+            f"{last:<24} {row.host or ''}"
+        )

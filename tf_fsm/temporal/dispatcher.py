@@ -1,0 +1,185 @@
+"""Dispatching tickets as workflows and following them: `tf-fsm ralph --temporal` (the ready
+backlog, again as tickets close) and `tf-fsm run ID --temporal` (one ticket).
+
+A dispatcher holds nothing the cluster needs: killing it stops nothing, and running it again
+attaches to the workflows that run (the start's "use existing" policy) and starts no second
+one. A ticket whose workflow ended before is continued from that run's end (its files are
+where the new run's history begins); one whose workflow closed it is not started again."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from tf_fsm.core.tk_rules import is_closed, is_ready
+from tf_fsm.temporal.identity import workflow_id
+from tf_fsm.temporal.orders import PhaseReport, Progress, TicketEnd, TicketOrder
+from tf_fsm.temporal.workflow import TicketWorkflow
+from tf_fsm.tk import tickets
+
+#: how often a dispatcher asks its workflows how far they are
+POLL_SECONDS = 0.5
+#: how a workflow's run may end with the ticket done: no later run is started
+DONE = frozenset({"closed", "already_closed"})
+
+Say = Callable[[str], None]
+Handle = WorkflowHandle[TicketWorkflow, TicketEnd]
+
+
+@dataclass
+class Started:
+    """A ticket's workflow as a dispatcher found or started it: `how` is `started`,
+    `attached` (it was running) or `done` (a previous run closed the ticket: `end`)."""
+
+    ticket: str
+    handle: Handle
+    how: str
+    end: TicketEnd | None = None
+
+
+async def start_ticket(client: Client, order: TicketOrder) -> Started:
+    """The ticket's workflow: the running one, or a new run continuing the last one's end."""
+    wid = workflow_id(order.repository, order.ticket)
+    handle: Handle = client.get_workflow_handle(wid, result_type=TicketEnd)
+    status = await _status(handle)
+    if status == WorkflowExecutionStatus.RUNNING:
+        return Started(order.ticket, handle, "attached")
+    if status is not None:  # a run ended: the next begins where it left the files
+        end = await _end_of(handle, status)
+        if end.status in DONE:
+            return Started(order.ticket, handle, "done", end)
+        order = dataclasses.replace(order, files=end.files)
+    started: Handle = await client.start_workflow(
+        TicketWorkflow.run,
+        order,
+        id=wid,
+        task_queue=order.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    return Started(order.ticket, started, "started")
+
+
+async def _status(handle: Handle) -> WorkflowExecutionStatus | None:
+    try:
+        return (await handle.describe()).status
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def _end_of(handle: Handle, status: WorkflowExecutionStatus) -> TicketEnd:
+    """How the last run ended: its result, or for a run ended from outside (terminated,
+    cancelled, timed out) what its progress query says it had reached."""
+    if status == WorkflowExecutionStatus.COMPLETED:
+        return await handle.result()
+    progress = await handle.query(TicketWorkflow.progress)
+    last = progress.last
+    return TicketEnd(
+        progress.ticket,
+        status.name.lower(),
+        f"its last workflow run was {status.name.lower()}",
+        last.attempt if last else None,
+        progress.files,
+        progress.phases,
+    )
+
+
+def phase_line(report: PhaseReport) -> str:
+    """One progress line per phase, as the backlog loop says its tickets' progress."""
+    where = f"attempt {report.attempt} {report.phase or 'ending'} on {report.host}"
+    return f"[{report.ticket}] {where}: {report.status} ({report.reason})"
+
+
+def end_line(end: TicketEnd) -> str:
+    return f"[{end.ticket}] {end.status}: {end.reason}"
+
+
+class Dispatcher:
+    """Starts or attaches to tickets' workflows and follows them until each has ended."""
+
+    def __init__(self, client: Client, order: Callable[[str], TicketOrder], say: Say) -> None:
+        self.client, self.order, self.say = client, order, say
+        self.ends: dict[str, TicketEnd] = {}
+        self._following: dict[str, tuple[Handle, asyncio.Task[TicketEnd]]] = {}
+        self._phases: dict[str, int] = {}
+        self._merging: set[str] = set()
+
+    async def dispatch(self, ticket: str) -> None:
+        found = await start_ticket(self.client, self.order(ticket))
+        if found.end is not None:
+            self.say(f"[{ticket}] already done by its workflow: {found.end.reason}")
+            self.ends[ticket] = found.end
+            return
+        self.say(f"[{ticket}] {found.how}: workflow {found.handle.id}")
+        self._following[ticket] = (found.handle, asyncio.ensure_future(found.handle.result()))
+
+    @property
+    def following(self) -> list[str]:
+        """The tickets whose workflows it follows."""
+        return list(self._following)
+
+    async def step(self) -> list[TicketEnd]:
+        """Say what progressed; return the workflows that ended since the last step."""
+        await asyncio.sleep(POLL_SECONDS)
+        ended: list[TicketEnd] = []
+        for ticket, (handle, result) in list(self._following.items()):
+            if result.done():
+                del self._following[ticket]
+                end = result.result()
+                self.ends[ticket] = end
+                self.say(end_line(end))
+                ended.append(end)
+                continue
+            await self._progress(ticket, handle)
+        return ended
+
+    async def _progress(self, ticket: str, handle: Handle) -> None:
+        try:
+            progress: Progress = await handle.query(TicketWorkflow.progress)
+        except RPCError:  # no worker has replayed it yet: next time
+            return
+        if progress.last is not None and progress.phases > self._phases.get(ticket, 0):
+            self._phases[ticket] = progress.phases
+            self.say(phase_line(progress.last))
+        if progress.merging and ticket not in self._merging:
+            self._merging.add(ticket)
+            self.say(f"[{ticket}] in the merge queue")
+
+
+def ready_tickets(root: Path, done: Sequence[str], skip: Sequence[str]) -> list[str]:
+    """The backlog's ready tickets (tk's rule), counting those the workflows closed as closed
+    (the dispatcher's clone learns of their close only when it pulls the base branch)."""
+    backlog = tickets.scan(tickets.tickets_dir(root))
+    closed = {tid for tid, rec in backlog.records.items() if is_closed(rec.status)} | set(done)
+    ready = [
+        rec
+        for tid, rec in backlog.records.items()
+        if tid not in closed
+        and tid not in skip
+        and is_ready(rec.status, rec.deps.split(","), closed)
+    ]
+    return [rec.id for rec in sorted(ready, key=lambda rec: (rec.priority, rec.id))]
+
+
+async def run_backlog(dispatcher: Dispatcher, root: Path, only: Sequence[str] | None) -> None:
+    """Dispatch `only` (those tickets, whatever their deps), or the ready backlog again and
+    again as its tickets close, until no workflow runs and nothing more is ready."""
+    if only is not None:
+        for ticket in only:
+            await dispatcher.dispatch(ticket)
+    while True:
+        if only is None:
+            done = [t for t, end in dispatcher.ends.items() if end.status in DONE]
+            for ticket in ready_tickets(root, done, [*dispatcher.ends, *dispatcher.following]):
+                await dispatcher.dispatch(ticket)
+        if not dispatcher.following:
+            return
+        await dispatcher.step()
