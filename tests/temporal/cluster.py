@@ -98,8 +98,13 @@ class Cluster:
 
     def merges(self, base: str = "main") -> Counter[str]:
         """How many commits on the remote's base branch name each ticket as merged."""
-        log = git(self.remote, "log", base, "--format=%(trailers:key=Tf-Merged-Tip,valueonly)"
-                  "%x00%(trailers:key=Tf-Ticket,valueonly)%x1e")
+        log = git(
+            self.remote,
+            "log",
+            base,
+            "--format=%(trailers:key=Tf-Merged-Tip,valueonly)"
+            "%x00%(trailers:key=Tf-Ticket,valueonly)%x1e",
+        )
         found: Counter[str] = Counter()
         for record in log.split("\x1e"):
             tip, _, ticket = record.strip().partition("\x00")

@@ -4,7 +4,10 @@ from the outside: the remote's base branch, the agents' call log, the workflows'
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
-from tests.temporal.cluster import Cluster, wait_until
+from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
 from tests.temporal.conftest import DevServer
 from tf_fsm.temporal.identity import repository_identity, workflow_id
 
@@ -55,11 +58,13 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
     again = cluster.dispatcher("ralph")
     out, err = again.communicate(timeout=300)
     assert again.returncode == 0, err
-    out2, err2 = second.communicate(timeout=120)
+    _out2, err2 = second.communicate(timeout=120)
     assert second.returncode == 0, err2
 
-    assert cluster.merges() == Counter({tid: 1 for tid in TICKETS})
-    calls = Counter((c["ticket"], c["attempt"], c["phase"], c["role"]) for c in cluster.agent_calls())
+    assert cluster.merges() == Counter(dict.fromkeys(TICKETS, 1))
+    calls = Counter(
+        (c["ticket"], c["attempt"], c["phase"], c["role"]) for c in cluster.agent_calls()
+    )
     assert calls and set(calls.values()) == {1}, calls
     assert {c["ticket"] for c in cluster.agent_calls()} == set(TICKETS)
     hosts = {Path(c["cwd"]).relative_to(cluster.tmp).parts[0] for c in cluster.agent_calls()}
@@ -72,3 +77,98 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
         assert '"status": "closed"' in (files / "retry-state.json").read_text()
         assert (files / "events.jsonl").read_text().count('"TicketClosed"') == 1
     assert "closed" in out
+
+
+def pause_in(cluster: Cluster, phase: str) -> Path:
+    """Agents of `phase` say where they run in the sync file `reached` (their working
+    directory) and wait for the sync file `go`."""
+    reached = cluster.seed.sync / "reached"
+    rule = {"phase": phase, "touch": str(reached), "until": str(cluster.seed.sync / "go")}
+    cluster.seed.plan(
+        edits=[{"phase": "implement", "file": "src/{ticket}.txt", "text": "done"}], pause=[rule]
+    )
+    return reached
+
+
+def host_of(cluster: Cluster, workdir: str) -> str:
+    return Path(workdir.strip()).relative_to(cluster.tmp).parts[0]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_worker_killed_mid_phase_is_taken_over_and_its_agent_is_gone(
+    cluster: Cluster, temporal: DevServer
+) -> None:
+    cluster.create(["pt-1"])
+    reached = pause_in(cluster, "implement")
+    for host in ("host-a", "host-b"):
+        cluster.worker(host)
+    dispatcher = cluster.dispatcher("run", "pt-1")
+    first = host_of(
+        cluster, wait_until("the agent", lambda: reached.exists() and reached.read_text())
+    )
+    (agent,) = [c["pid"] for c in cluster.agent_calls() if c["phase"] == "implement"]
+    reached.unlink()
+    cluster.seed.go()
+    cluster.workers[first].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    wait_until("the killed worker's agent to end", lambda: not alive(agent), seconds=5)
+    taken = wait_until(
+        "another host's agent",
+        lambda: [
+            c for c in cluster.agent_calls() if c["phase"] == "implement" and c["pid"] != agent
+        ],
+        seconds=HEARTBEAT_TIMEOUT + 30,
+    )
+    takeover = time.monotonic() - killed
+    _out, err = dispatcher.communicate(timeout=120)
+
+    assert dispatcher.returncode == 0, err
+    assert host_of(cluster, taken[0]["cwd"]) != first
+    assert takeover < HEARTBEAT_TIMEOUT + 5, takeover
+    assert cluster.merges() == Counter({"pt-1": 1})
+    events = (cluster.clone("desk") / ".tf/knowledge/tickets/pt-1/events.jsonl").read_text()
+    finished = [json.loads(line) for line in events.splitlines() if "InvocationFinished" in line]
+    assert (
+        Counter((e["attempt"], e["phase"], e["role"]) for e in finished).most_common(1)[0][1] == 1
+    )
+    assert events.count('"AttemptStarted"') == 1
+
+
+def test_a_frozen_worker_s_stale_phase_is_refused_and_pushes_nothing(
+    cluster: Cluster, temporal: DevServer
+) -> None:
+    cluster.create(["pt-1"])
+    reached = pause_in(cluster, "implement")
+    frozen = cluster.worker("host-a")
+    dispatcher = cluster.dispatcher("run", "pt-1")
+    wait_until("host-a's agent", lambda: reached.exists() and reached.read_text())
+    reached.unlink()
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        cluster.worker("host-b")
+        where = wait_until(
+            "host-b's agent", lambda: reached.exists() and reached.read_text(), seconds=60
+        )
+        assert host_of(cluster, where) == "host-b"
+    finally:
+        frozen.send_signal(signal.SIGCONT)
+    cluster.seed.go()  # both agents finish their implement; only one may publish it
+    _out, err = dispatcher.communicate(timeout=120)
+
+    assert dispatcher.returncode == 0, err
+    assert cluster.merges() == Counter({"pt-1": 1})
+    assert cluster.checkpoints("pt-1")[("1", "implement")] == 1
+    events = (cluster.clone("desk") / ".tf/knowledge/tickets/pt-1/events.jsonl").read_text()
+    implemented = [
+        json.loads(line)
+        for line in events.splitlines()
+        if '"PhaseCompleted"' in line and '"implement"' in line
+    ]
+    assert len(implemented) == 1
