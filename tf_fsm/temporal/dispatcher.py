@@ -103,14 +103,16 @@ def end_line(end: TicketEnd) -> str:
 
 
 class Dispatcher:
-    """Starts or attaches to tickets' workflows and follows them until each has ended."""
+    """Starts or attaches to tickets' workflows and follows them until each has ended. A
+    server that stops answering for a while (restarted) is waited for, said once."""
 
     def __init__(self, client: Client, order: Callable[[str], TicketOrder], say: Say) -> None:
         self.client, self.order, self.say = client, order, say
         self.ends: dict[str, TicketEnd] = {}
-        self._following: dict[str, tuple[Handle, asyncio.Task[TicketEnd]]] = {}
+        self._following: dict[str, Handle] = {}
         self._phases: dict[str, int] = {}
         self._merging: set[str] = set()
+        self._unanswered: str | None = None
 
     async def dispatch(self, ticket: str) -> None:
         found = await start_ticket(self.client, self.order(ticket))
@@ -119,7 +121,7 @@ class Dispatcher:
             self.ends[ticket] = found.end
             return
         self.say(f"[{ticket}] {found.how}: workflow {found.handle.id}")
-        self._following[ticket] = (found.handle, asyncio.ensure_future(found.handle.result()))
+        self._following[ticket] = found.handle
 
     @property
     def following(self) -> list[str]:
@@ -130,28 +132,41 @@ class Dispatcher:
         """Say what progressed; return the workflows that ended since the last step."""
         await asyncio.sleep(POLL_SECONDS)
         ended: list[TicketEnd] = []
-        for ticket, (handle, result) in list(self._following.items()):
-            if result.done():
+        for ticket, handle in list(self._following.items()):
+            try:
+                end = await self._look(ticket, handle)
+            except RPCError as exc:
+                if exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                    raise
+                if self._unanswered is None:
+                    self.say(f"the Temporal server does not answer ({exc.message}): waiting")
+                self._unanswered = exc.message
+                return ended
+            self._unanswered = None
+            if end is not None:
                 del self._following[ticket]
-                end = result.result()
                 self.ends[ticket] = end
                 self.say(end_line(end))
                 ended.append(end)
-                continue
-            await self._progress(ticket, handle)
         return ended
 
-    async def _progress(self, ticket: str, handle: Handle) -> None:
+    async def _look(self, ticket: str, handle: Handle) -> TicketEnd | None:
+        status = await _status(handle)
+        if status is not None and status != WorkflowExecutionStatus.RUNNING:
+            return await _end_of(handle, status)
         try:
             progress: Progress = await handle.query(TicketWorkflow.progress)
-        except RPCError:  # no worker has replayed it yet: next time
-            return
+        except RPCError as exc:  # no worker has taken its first task yet: next time
+            if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise
+            return None
         if progress.last is not None and progress.phases > self._phases.get(ticket, 0):
             self._phases[ticket] = progress.phases
             self.say(phase_line(progress.last))
         if progress.merging and ticket not in self._merging:
             self._merging.add(ticket)
             self.say(f"[{ticket}] in the merge queue")
+        return None
 
 
 def ready_tickets(root: Path, done: Sequence[str], skip: Sequence[str]) -> list[str]:
