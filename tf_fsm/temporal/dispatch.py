@@ -41,7 +41,7 @@ def registered(root: Path, host: str | None = None) -> tuple[list[type], list[Ca
     """The workflows and activities a worker of the clone at `root` runs: the one list every
     worker registers (a workflow or activity missing from a worker would never run there)."""
     found = TicketActivities(root, host)
-    return [TicketWorkflow], [found.run_attempt, found.next_step]
+    return [TicketWorkflow], [found.run_phase, found.merge_ticket]
 
 
 @contextlib.asynccontextmanager

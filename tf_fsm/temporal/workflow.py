@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
 #: the activities' names, as the workers register them (tf_fsm.temporal.activities)
 RUN_ATTEMPT = "tf_fsm.run_attempt"
 NEXT_STEP = "tf_fsm.next_step"
+RUN_PHASE = "tf_fsm.run_phase"
+MERGE_TICKET = "tf_fsm.merge_ticket"
 #: a worker's error that retrying cannot cure (a bad order, a ticket that cannot be read)
 NOT_RETRYABLE = "TfFsmRefused"
 #: an attempt is resumable: a worker that died is replaced, a few times, by another
