@@ -173,7 +173,7 @@ class TicketActivities:
         branch, knowledge = self._refs(owned.ticket)
         message = f"tf-fsm: {owned.ticket} knowledge after {what}"
         with made.store.lock("tf-fsm: the ticket's artifacts committed"):
-            sha = commit_knowledge(self.git, made.directory, leases[knowledge], message)
+            sha = commit_knowledge(self.git, made.directory, made.files.knowledge, message)
         tip = self.git.rev(branch)
         updates = [Update(branch, leases[branch], tip), Update(knowledge, leases[knowledge], sha)]
         try:

@@ -120,6 +120,7 @@ def _check_out(git: Git, commit: str, staging: Path) -> list[str]:
     """`commit`'s files written under `staging/files` by git itself (bytes as committed,
     through a throw-away index of the staging's own), and their names."""
     env = {"GIT_INDEX_FILE": str(staging / ".index")}
+    (staging / "files").mkdir()
     git.run("read-tree", commit, env=env)
     git.run(f"--work-tree={staging / 'files'}", "checkout-index", "-a", "-f", env=env)
     listed = git.run("ls-tree", "-r", "--name-only", "-z", commit).stdout

@@ -35,9 +35,10 @@ REFUSED = "refused"
 
 @dataclass(frozen=True)
 class Materialized:
-    """The ticket's files as rewritten: its store, the ticket's directory, and what was set
-    aside (one line each)."""
+    """The ticket's files as rewritten from `files`: its store, the ticket's directory, and
+    what was set aside (one line each)."""
 
+    files: TicketFiles
     settings: LoadedSettings
     store: Store
     directory: Path
@@ -79,7 +80,7 @@ def materialize(root: Path, ticket: str, files: TicketFiles) -> Materialized:
         git.run("update-ref", ref, files.knowledge)
     else:
         git.run("update-ref", "-d", ref, check=False)
-    return Materialized(settings, store, directory, notes)
+    return Materialized(files, settings, store, directory, notes)
 
 
 def place_branch(root: Path, settings: LoadedSettings, ticket: str, sha: str | None) -> list[str]:
