@@ -15,13 +15,18 @@ made from the branch at the history's sha."""
 
 from __future__ import annotations
 
+import os
+import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from tf_fsm.core.journal import Event, PhaseCompleted
 from tf_fsm.errors import WorkspaceError
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.protocol import Store
+from tf_fsm.storage.ticket_files import confined
 from tf_fsm.temporal.fence import REMOTE
 from tf_fsm.temporal.knowledge import knowledge_ref, restore_knowledge
 from tf_fsm.temporal.orders import TicketFiles
@@ -75,12 +80,30 @@ def materialize(root: Path, ticket: str, files: TicketFiles) -> Materialized:
         store.files.check_paths()
         restore_knowledge(git, directory, files.knowledge, knowledge)
         store.replace_journal(files.journal)
+        in_journal_order(directory, store.read_events().events)
     ref = knowledge_ref(ticket)
     if files.knowledge is not None:
         git.run("update-ref", ref, files.knowledge)
     else:
         git.run("update-ref", "-d", ref, check=False)
     return Materialized(files, settings, store, directory, notes)
+
+
+def in_journal_order(directory: Path, events: list[Event]) -> None:
+    """Give the phases' files mtimes in the order the journal completed them: a resume takes
+    an artifact older than an earlier phase's for a stale one (tf_fsm.core.resume), and git
+    keeps no mtime, so the files rewritten from a commit are all of one moment."""
+    names: list[str] = []
+    for event in events:
+        if isinstance(event, PhaseCompleted):
+            names += [event.artifact, *(event.files or {})]
+    start = time.time_ns()
+    for step, name in enumerate(names):
+        path = confined(directory, name, "the ticket directory")
+        with suppress(FileNotFoundError):
+            if not path.is_symlink():
+                stamp = start + step * 1000
+                os.utime(path, ns=(stamp, stamp))
 
 
 def place_branch(root: Path, settings: LoadedSettings, ticket: str, sha: str | None) -> list[str]:
