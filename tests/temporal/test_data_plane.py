@@ -5,6 +5,8 @@ fenced push; the merge by `merge_ticket`, which pushes the merged base."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -173,3 +175,38 @@ def test_a_clone_whose_base_has_commits_of_its_own_is_refused(hosts: Hosts) -> N
         )
     assert refused.value.non_retryable
     assert remote_refs(hosts)[BRANCH] == before[BRANCH]
+
+
+def test_a_try_taken_over_while_it_ran_publishes_nothing(hosts: Hosts, tmp_path: Path) -> None:
+    """Try 1 (host A) is still in its review when the phase is retried on host B (as after
+    a heartbeat timeout: a frozen worker woken up later); try 2 takes the ticket over and
+    publishes. Try 1's publication, when its run ends, pushes nothing."""
+    first = phase(hosts, hosts.a, TicketFiles(), "phase-1")
+    plan = json.loads((tmp_path / "agent/plan.json").read_text())
+    plan["pause"] = [{"phase": "review", "seconds": 2}]
+    (tmp_path / "agent/plan.json").write_text(json.dumps(plan))
+    order = hosts.order(first.files)
+    outcome: dict[str, object] = {}
+
+    def zombie() -> None:
+        try:
+            run_activity(hosts.activities(hosts.a).run_phase, order, activity_id="phase-2")
+        except ApplicationError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=zombie)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while (1, "review", "reviewer-general") not in hosts.calls():
+        assert time.monotonic() < deadline, "try 1 never reached its review"
+        time.sleep(0.05)
+    retried: PhaseReport = run_activity(
+        hosts.activities(hosts.b).run_phase, order, activity_id="phase-2", attempt=2
+    )
+    thread.join(timeout=60)
+
+    error = outcome.get("error")
+    assert isinstance(error, ApplicationError) and "refused the publication" in str(error)
+    assert remote_refs(hosts)[knowledge_ref(TICKET)] == retried.files.knowledge
+    log = git(hosts.remote, "log", "--format=%s", owner_ref(TICKET))
+    assert "published by host-b" in log.splitlines()[0] and "host-a" not in log
