@@ -83,12 +83,13 @@ def test_a_phase_on_a_second_host_resumes_at_the_first_hosts_checkpoint(hosts: H
 
 def test_a_stale_try_pushes_nothing_and_fails(hosts: Hosts) -> None:
     first = phase(hosts, hosts.a, TicketFiles(), "phase-1")
-    phase(hosts, hosts.b, first.files, "phase-2")
+    second = phase(hosts, hosts.b, first.files, "phase-2")
+    phase(hosts, hosts.a, second.files, "phase-3")
     before, calls = remote_refs(hosts), hosts.calls()
 
-    # another activity, sent the files the history held before phase 2
+    # a try sent the files the history held before phase 2, once phase 3 was published
     with pytest.raises(ApplicationError, match="stale") as refused:
-        phase(hosts, hosts.a, first.files, "phase-2-again")
+        phase(hosts, hosts.b, first.files, "phase-2-again")
 
     assert refused.value.non_retryable and refused.value.type == NOT_RETRYABLE
     assert remote_refs(hosts) == before

@@ -10,6 +10,7 @@ whatever an agent leaves running is ended with that child, never another ticket'
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from pathlib import Path
@@ -47,6 +48,12 @@ from tf_fsm.temporal.workflow import MERGE_TICKET, RUN_PHASE
 from tf_fsm.tk import tickets
 from tf_fsm.workspace.git import Git
 from tf_fsm.workspace.model import branch_name
+
+
+def files_digest(files: TicketFiles) -> str:
+    """What tells the tries of one phase apart from the others': the files they start from."""
+    text = "\n".join([files.branch or "", files.knowledge or "", *files.journal])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class TicketActivities:
@@ -130,11 +137,13 @@ class TicketActivities:
         self, ticket: str, files: TicketFiles, *more: str
     ) -> tuple[Ownership, dict[str, str | None]]:
         """Take the ticket for this try, and the values its publication is leased on: the
-        order's, or, when an earlier try of this very activity published a result the
-        history never accepted (its completion was lost), what that try pushed. An order the
-        remote's history went past is refused before anything is pushed."""
+        order's, or, when a try of the same workflow run from the same files published a
+        result the history never accepted (its completion was lost, or the workflow gave the
+        phase to another host), what that try pushed: the history only ever sends on files
+        it accepted. An order the remote went past otherwise is refused before anything is
+        pushed."""
         info = activity.info()
-        key = f"{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}"
+        key = f"{info.workflow_id}/{info.workflow_run_id}/{files_digest(files)}"
         who = f"{self.host} {info.workflow_id}/{info.activity_id} try {info.attempt}"
         branch, knowledge = self._refs(ticket)
         seen = remote_values(self.git, branch, knowledge, owner_ref(ticket), *more)
