@@ -211,3 +211,28 @@ def test_a_try_taken_over_while_it_ran_publishes_nothing(hosts: Hosts, tmp_path:
     assert remote_refs(hosts)[knowledge_ref(TICKET)] == retried.files.knowledge
     log = git(hosts.remote, "log", "--format=%s", owner_ref(TICKET))
     assert "published by host-b" in log.splitlines()[0] and "host-a" not in log
+
+
+def test_a_merge_the_remote_never_took_is_set_aside_and_made_again(hosts: Hosts) -> None:
+    """Host A merged the ticket into its base and its push never happened (a refused push,
+    a kill), while host B's commit reached the remote's base: the next try sets A's merge
+    aside, brings A's base to the remote's and merges again on top of it."""
+    files = run_to_merge(hosts)  # its last phase ran on host A
+    done = run_cli("merge", TICKET, "--json", "--root", str(hosts.a))
+    assert done.returncode == 0, done.stderr
+    unpushed = git(hosts.a, "rev-parse", "main")
+    (hosts.b / "other.txt").write_text("another change\n")
+    git(hosts.b, "add", "other.txt")
+    git(hosts.b, "commit", "-q", "-m", "another change on the base")
+    git(hosts.b, "push", "-q", "origin", "main")
+
+    merged = run_activity(
+        hosts.activities(hosts.a).merge_ticket, hosts.merge_order(files), activity_id="merge"
+    )
+
+    assert merged.status == "merged", merged.reason
+    assert merged.base_sha == hosts.remote_ref("refs/heads/main")
+    for name in ("work.txt", "other.txt"):
+        assert git(hosts.remote, "show", f"{merged.base_sha}:{name}")
+    kept = git(hosts.a, "for-each-ref", "--format=%(objectname)", f"refs/tf/{TICKET}/")
+    assert unpushed in kept.splitlines()

@@ -105,7 +105,7 @@ class TicketActivities:
         owned, leases = self._own(order.ticket, order.files, base_ref)
         made = self._materialize(order.ticket, order.files)
         try:
-            origin_base = bring_base(self.git, order.base)
+            origin_base = bring_base(self.git, order.base, order.ticket)
         except TfFsmError as exc:
             raise refusal(f"{order.ticket}: {exc}") from None
         argv = ["merge", order.ticket, "--json"]

@@ -28,6 +28,7 @@ from tf_fsm.temporal.fence import REMOTE
 from tf_fsm.temporal.workflow import NOT_RETRYABLE
 from tf_fsm.workspace import worktree
 from tf_fsm.workspace.git import Git
+from tf_fsm.workspace.model import MERGED_TIP_TRAILER
 
 #: heartbeats per heartbeat timeout: one lost or late heartbeat is not taken for a death
 BEATS_PER_TIMEOUT = 3
@@ -124,10 +125,12 @@ def base_branch_of(root: Path, settings: LoadedSettings, ticket: str) -> str | N
     return found.base_branch if found is not None else None
 
 
-def bring_base(git: Git, base: str) -> str | None:
+def bring_base(git: Git, base: str, ticket: str) -> str | None:
     """Bring this clone's `base` to the remote's (fast-forward only) and return its sha
-    (None: the remote has no such branch). WorkspaceError when the clone's base has commits
-    of its own, naming them: the merge would push them too."""
+    (None: the remote has no such branch). Merges of tf-fsm's own the remote never took (a
+    try whose push was refused) are set aside under `refs/tf/<ticket>/refused-merge`, and
+    the base goes back to the remote's. WorkspaceError when the clone's base has commits of
+    its own, naming them: the merge would publish them too."""
     ref = f"refs/heads/{base}"
     git.run("fetch", "--quiet", REMOTE, f"+{ref}:refs/remotes/{REMOTE}/{base}")
     remote = git.rev(f"refs/remotes/{REMOTE}/{base}")
@@ -135,13 +138,26 @@ def bring_base(git: Git, base: str) -> str | None:
     if remote is None or local == remote:
         return remote
     if local is not None and not git.is_ancestor(local, remote):
-        own = git.out("log", "--format=%h %s", f"{remote}..{local}")
-        raise WorkspaceError(
-            f"this clone's {base} has commits the remote's lacks, which a merge would "
-            f"publish: {'; '.join(own.splitlines())}. Push or drop them first"
-        )
+        if not _only_refused_merges(git, remote, local):
+            own = git.out("log", "--format=%h %s", f"{remote}..{local}")
+            raise WorkspaceError(
+                f"this clone's {base} has commits the remote's lacks, which a merge would "
+                f"publish: {'; '.join(own.splitlines())}. Push or drop them first"
+            )
+        git.run("update-ref", f"refs/tf/{ticket}/refused-merge-{local[:12]}", local)
     if git.head_branch() == base:
-        git.run("merge", "--ff-only", "--quiet", remote)
+        git.run("reset", "--quiet", "--keep", remote)
     else:
         git.run("update-ref", ref, remote, local or "")
     return remote
+
+
+def _only_refused_merges(git: Git, remote: str, local: str) -> bool:
+    """Are the base's own commits (first parents) all merges tf-fsm made (its trailer)?"""
+    trailers = git.out(
+        "log",
+        "--first-parent",
+        f"--format=%(trailers:key={MERGED_TIP_TRAILER},valueonly)%x00",
+        f"{remote}..{local}",
+    )
+    return all(t.strip() for t in trailers.split("\0")[:-1])
