@@ -10,6 +10,7 @@ import dataclasses
 import json
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,9 +74,15 @@ def make_hosts(project: Path, tmp_path: Path, monkeypatch: Any) -> Hosts:
 
 
 def run_activity(
-    fn: Any, order: Any, activity_id: str = "phase-1", attempt: int = 1, run_id: str = "run-1"
+    fn: Any,
+    order: Any,
+    activity_id: str = "phase-1",
+    attempt: int = 1,
+    run_id: str = "run-1",
+    heartbeats: list[Any] | None = None,
 ) -> Any:
-    """One try of an activity, as a worker runs it: its own activity id and try number."""
+    """One try of an activity, as a worker runs it: its own activity id and try number;
+    with `heartbeats`, a heartbeat timeout of 0.3 s and its heartbeats' details kept there."""
     env = ActivityEnvironment()
     env.info = dataclasses.replace(
         env.info,
@@ -83,5 +90,8 @@ def run_activity(
         attempt=attempt,
         workflow_id="tf-fsm-test-pt-1",
         workflow_run_id=run_id,
+        heartbeat_timeout=timedelta(seconds=0.3) if heartbeats is not None else None,
     )
+    if heartbeats is not None:
+        env.on_heartbeat = lambda *details: heartbeats.extend(details)
     return env.run(fn, order)

@@ -188,10 +188,13 @@ def test_a_try_taken_over_while_it_ran_publishes_nothing(hosts: Hosts, tmp_path:
     (tmp_path / "agent/plan.json").write_text(json.dumps(plan))
     order = hosts.order(first.files)
     outcome: dict[str, object] = {}
+    beats: list[str] = []
 
     def zombie() -> None:
         try:
-            run_activity(hosts.activities(hosts.a).run_phase, order, activity_id="phase-2")
+            run_activity(
+                hosts.activities(hosts.a).run_phase, order, activity_id="phase-2", heartbeats=beats
+            )
         except ApplicationError as exc:
             outcome["error"] = exc
 
@@ -206,6 +209,7 @@ def test_a_try_taken_over_while_it_ran_publishes_nothing(hosts: Hosts, tmp_path:
     )
     thread.join(timeout=60)
 
+    assert f"{TICKET}: review on host-a" in beats  # the running phase, in its heartbeats
     error = outcome.get("error")
     assert isinstance(error, ApplicationError) and "refused the publication" in str(error)
     assert remote_refs(hosts)[knowledge_ref(TICKET)] == retried.files.knowledge
