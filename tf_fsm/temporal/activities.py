@@ -16,7 +16,6 @@ import socket
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from tf_fsm.errors import TfFsmError
 from tf_fsm.loop.unfinished import loop_view
@@ -43,7 +42,14 @@ from tf_fsm.temporal.orders import (
     StepView,
     TicketFiles,
 )
-from tf_fsm.temporal.running import base_branch_of, bring_base, phase_of, refusal, run_child
+from tf_fsm.temporal.running import (
+    base_branch_of,
+    bring_base,
+    phase_of,
+    refusal,
+    retryable,
+    run_child,
+)
 from tf_fsm.temporal.workflow import MERGE_TICKET, RUN_PHASE
 from tf_fsm.tk import tickets
 from tf_fsm.workspace.git import Git
@@ -102,7 +108,7 @@ class TicketActivities:
         """Merge a passed ticket into `order.base` and push the base, fast-forward only."""
         self._check(order.repository, order.ticket)
         base_ref = f"refs/heads/{order.base}"
-        owned, leases = self._own(order.ticket, order.files, base_ref)
+        owned, leases = self._own(order.ticket, order.files)
         made = self._materialize(order.ticket, order.files)
         try:
             origin_base = bring_base(self.git, order.base, order.ticket)
@@ -133,9 +139,7 @@ class TicketActivities:
         branch = branch_name(load_settings(self.root), ticket)
         return f"refs/heads/{branch}", knowledge_ref(ticket)
 
-    def _own(
-        self, ticket: str, files: TicketFiles, *more: str
-    ) -> tuple[Ownership, dict[str, str | None]]:
+    def _own(self, ticket: str, files: TicketFiles) -> tuple[Ownership, dict[str, str | None]]:
         """Take the ticket for this try, and the values its publication is leased on: the
         order's, or, when a try of the same workflow run from the same files published a
         result the history never accepted (its completion was lost, or the workflow gave the
@@ -146,7 +150,7 @@ class TicketActivities:
         key = f"{info.workflow_id}/{info.workflow_run_id}/{files_digest(files)}"
         who = f"{self.host} {info.workflow_id}/{info.activity_id} try {info.attempt}"
         branch, knowledge = self._refs(ticket)
-        seen = remote_values(self.git, branch, knowledge, owner_ref(ticket), *more)
+        seen = remote_values(self.git, branch, knowledge, owner_ref(ticket))
         leases: dict[str, str | None] = {branch: files.branch, knowledge: files.knowledge}
         if any(seen[ref] != value for ref, value in leases.items()):
             owner = seen[owner_ref(ticket)]
@@ -167,7 +171,7 @@ class TicketActivities:
         try:
             return materialize(self.root, ticket, files)
         except TfFsmError as exc:
-            raise ApplicationError(f"{ticket}: {exc}") from None  # retried: another host
+            raise retryable(f"{ticket}: {exc}") from None  # a lock held here, a fetch failed
 
     def _publish(
         self,
@@ -191,7 +195,7 @@ class TicketActivities:
             if remote_values(self.git, owner_ref(owned.ticket))[owner_ref(owned.ticket)] == (
                 owned.token
             ):  # still ours: the base moved meanwhile; the next try starts from the history
-                raise ApplicationError(str(exc)) from None
+                raise retryable(str(exc)) from None
             raise refusal(str(exc)) from None
         self.git.run("update-ref", knowledge, sha)
         return TicketFiles(journal=lines, branch=tip, knowledge=sha)

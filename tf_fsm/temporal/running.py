@@ -37,8 +37,16 @@ WAKE_SECONDS = 0.25
 
 
 def refusal(message: str) -> ApplicationError:
-    """An activity error that Temporal does not retry (another host would fail alike)."""
-    return ApplicationError(message, type=NOT_RETRYABLE, non_retryable=True)
+    """An activity error that Temporal does not retry (another host would fail alike),
+    redacted: the history is read on every host."""
+    redact = Redactor.from_environ(os.environ)
+    return ApplicationError(redact(message), type=NOT_RETRYABLE, non_retryable=True)
+
+
+def retryable(message: str) -> ApplicationError:
+    """An activity error that Temporal retries (a crash, a lock held, a remote that moved),
+    redacted."""
+    return ApplicationError(Redactor.from_environ(os.environ)(message))
 
 
 @contextlib.contextmanager
@@ -95,7 +103,7 @@ def run_child(
         said = f"{ticket}: `tf-fsm {args[0]}` exited {done.exit_code}: {said}"
         if done.exit_code == EXIT_BAD_INPUT:
             raise refusal(said)
-        raise ApplicationError(said)
+        raise retryable(said)
     return outcome, done.exit_code
 
 
