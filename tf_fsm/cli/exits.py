@@ -87,6 +87,7 @@ OUTCOME_CODES = {
     "error": EXIT_ERROR,
     "waiting": EXIT_WAITING,
     "awaiting_merge": EXIT_OK,
+    "paused": EXIT_OK,
 }
 
 

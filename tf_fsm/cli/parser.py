@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
         create_followups=False,
         simplify_tickets=False,
         final_review_loop=False,
+        phases=None,
+        hold_merge=False,
         ralph=None,
         store=None,  # an attempt to resume is in the files: a memory store has none
     )

@@ -21,6 +21,7 @@ from tf_fsm.cli.common import (
     ticket_ids,
 )
 from tf_fsm.cli.exits import EXIT_OK, OUTCOME_CODES, run_command
+from tf_fsm.cli.run_steps import add_step_arguments, check_steps
 from tf_fsm.errors import UsageError
 from tf_fsm.storage.layout import CHAIN_CONTEXT, RETRY_STATE
 
@@ -91,6 +92,8 @@ def _run_options(args: argparse.Namespace) -> Any:
         final_review_loop=args.final_review_loop,
         worktree=args.worktree,
         parallel=getattr(args, "parallel", False),
+        phases=args.phases,
+        hold_merge=args.hold_merge,
     )
 
 
@@ -104,6 +107,7 @@ def _report(outcome: Any) -> int:
         "error": "ERROR (resumable: run it again)",
         "waiting": "WAITING for a hand-off artifact (tf-fsm watch, or run again, picks it up)",
         "awaiting_merge": "PASSED, not merged",
+        "paused": "PAUSED (resumable: run it again for the next phase)",
     }["same-failure" if outcome.reason.startswith("same-failure") else outcome.status]
     from tf_fsm.views.status import BLOCKED_ATTEMPTS, blocked_attempts
     from tf_fsm.views.terminal import terminal_safe
@@ -113,7 +117,7 @@ def _report(outcome: Any) -> int:
     print(  # the reason may hold an agent's own words: escaped for the terminal
         f"{outcome.ticket_id}: {line} after attempt {outcome.attempt} "
         f"({BLOCKED_ATTEMPTS} {count}): {terminal_safe(outcome.reason)}",
-        file=sys.stdout if closed or outcome.status == "awaiting_merge" else sys.stderr,
+        file=sys.stdout if closed or outcome.status in ("awaiting_merge", "paused") else sys.stderr,
     )
     return OUTCOME_CODES[outcome.status]
 
@@ -121,6 +125,7 @@ def _report(outcome: Any) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     root = project_root(args)
     (ticket_id,) = ticket_ids([args.ticket])
+    check_steps(args)
     if args.plan:
         return _print_plan(root, ticket_id, args)
     settings = _run_settings(root, args.store)
@@ -325,6 +330,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_worktree_argument(p)
     add_store_argument(p)
+    add_step_arguments(p)
 
 
 def worker_main(order: str) -> int:

@@ -283,6 +283,7 @@ def test_reads_never_write(
         store.peek_retry_state,
         store.read_events,
         store.journal_size,
+        store.journal_lines,
         lambda: store.running_phase(1),
         lambda: store.retry_backup_name(NOW),
         store.lock_holder,

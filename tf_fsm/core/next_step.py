@@ -5,12 +5,12 @@ In order: a closed attempt is left alone (or only its tk file's close is repaire
 worktree and branch a killed run left after its merge are removed, or, when a person reopened
 the tk ticket, a new series starts); an open attempt (in progress or in error) is resumed at
 its first incomplete phase (tf_fsm.core.resume), unless it passed its gate and its merge waits
-for `tf-fsm merge` (`ralph.parallelAutoMerge` off); otherwise a new attempt starts unless
-`run` refuses it (the same failure stopped the ticket, `maxRetries` is 0, the retries are
-spent, the budget is spent). `tf-fsm merge` asks the same question with `merge_requested`:
-only a passed attempt's merge may run then, never a phase or a new attempt. Pure: what costs
-a read (the tk file, the journal, the artifacts, the budget) comes in as a callback and is
-asked only when the decision needs it.
+for `tf-fsm merge` (`ralph.parallelAutoMerge` off, or `run --hold-merge`); otherwise a new
+attempt starts unless `run` refuses it (the same failure stopped the ticket, `maxRetries` is
+0, the retries are spent, the budget is spent). `tf-fsm merge` asks the same question with
+`merge_requested`: only a passed attempt's merge may run then, never a phase or a new
+attempt. Pure: what costs a read (the tk file, the journal, the artifacts, the budget) comes
+in as a callback and is asked only when the decision needs it.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Facts:
     budget_refusal: Callable[[], str | None]
     retry_trigger: str = "manual_retry"  # how a retry the caller starts is recorded
     merge_requested: bool = False  # `tf-fsm merge`: only a passed attempt's merge may run
+    hold_merge: bool = False  # `run --hold-merge`: a passed attempt's merge waits
 
 
 @dataclass(frozen=True)
@@ -132,10 +133,15 @@ def retries_spent(state: RetryState, max_retries: int, ticket_id: str) -> str:
     )
 
 
-def awaiting_reason(ticket_id: str) -> str:
+def held_by(hold: bool) -> str:
+    """What holds a passed attempt's merge for `tf-fsm merge` (`hold`: `run --hold-merge`)."""
+    return "--hold-merge" if hold else "ralph.parallelAutoMerge is false"
+
+
+def awaiting_reason(ticket_id: str, hold: bool = False) -> str:
     """Why `run` does nothing with a passed attempt whose merge waits."""
     return (
-        f"passed, waiting for `tf-fsm merge {ticket_id}` (ralph.parallelAutoMerge is false): "
+        f"passed, waiting for `tf-fsm merge {ticket_id}` ({held_by(hold)}): "
         "not closed in tk until it is merged"
     )
 
@@ -148,12 +154,16 @@ def workspace_left_reason(ticket_id: str) -> str:
     )
 
 
-def merges_now(settings: LoadedSettings, *, requested: bool, began: bool) -> bool:
+def merges_now(
+    settings: LoadedSettings, *, requested: bool, began: bool, hold: bool = False
+) -> bool:
     """Does a passed attempt in a workspace merge as soon as its gate passes? Yes with
-    `ralph.parallelAutoMerge` on; else only when `tf-fsm merge` asks (`requested`), or once
-    its merge began (`began`: a `tf-fsm merge` refused or cut short is finished by `run`
+    `ralph.parallelAutoMerge` on, unless the run holds it (`hold`: `run --hold-merge`, which
+    is the setting off for that run); else only when `tf-fsm merge` asks (`requested`), or
+    once its merge began (`began`: a `tf-fsm merge` refused or cut short is finished by `run`
     too); otherwise it waits in `awaiting_merge`."""
-    return settings.settings.ralph.parallelAutoMerge or requested or began
+    auto = settings.settings.ralph.parallelAutoMerge and not hold
+    return auto or requested or began
 
 
 def close_tk_reason(number: int) -> str:
@@ -201,9 +211,10 @@ def _open(facts: Facts, cur: Attempt) -> Step:
     number, events = cur.attemptNumber, facts.journal()
     point = resume_point(number, events, facts.look, facts.gate_decided())
     waits = point.finished and merge_held(events, number)
-    merges = merges_now(facts.settings, requested=facts.merge_requested, began=False)
+    hold = facts.hold_merge
+    merges = merges_now(facts.settings, requested=facts.merge_requested, began=False, hold=hold)
     if waits and not merges:
-        return Step("awaiting_merge", awaiting_reason(facts.ticket_id), number)
+        return Step("awaiting_merge", awaiting_reason(facts.ticket_id, hold), number)
     return Step("resume", point.reason, number, cur.trigger, point)
 
 

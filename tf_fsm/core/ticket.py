@@ -155,6 +155,7 @@ def decision_facts(
     budget_refusal: Callable[[], str | None],
     retry_trigger: str = "manual_retry",
     merge_requested: bool = False,
+    hold_merge: bool = False,
 ) -> Facts:
     """What the decision of what runs next looks at, from a ticket's store: `run`, `run
     --plan`, `status`, the board and the loop build it here."""
@@ -169,6 +170,7 @@ def decision_facts(
         budget_refusal=budget_refusal,
         retry_trigger=retry_trigger,
         merge_requested=merge_requested,
+        hold_merge=hold_merge,
     )
 
 

@@ -21,9 +21,17 @@ if TYPE_CHECKING:  # types only: the run's collaborators, none of which imports 
     from tf_fsm.tk.tickets import Ticket
 
 #: awaiting_merge: the gate passed and the merge waits for `tf-fsm merge`
-#: (ralph.parallelAutoMerge false): not closed in tk
+#: (ralph.parallelAutoMerge false, or `run --hold-merge`): not closed in tk;
+#: paused: `run --phases N` stopped at a phase boundary, the attempt in progress (resumable)
 OutcomeStatus = Literal[
-    "closed", "blocked", "exhausted", "error", "already_closed", "waiting", "awaiting_merge"
+    "closed",
+    "blocked",
+    "exhausted",
+    "error",
+    "already_closed",
+    "waiting",
+    "awaiting_merge",
+    "paused",
 ]
 
 
@@ -45,6 +53,16 @@ class RunOptions:
     parallel: bool = False
     #: `tf-fsm merge`: only a passed attempt's merge runs (never a phase or a new attempt)
     merge: bool = False
+    #: --phases N: the run pauses at the phase boundary after N phases completed in it
+    #: (the attempt stays in progress; the next run resumes it); None: no such bound
+    phases: int | None = None
+    #: --hold-merge: a passed attempt's merge waits for `tf-fsm merge`, as with
+    #: ralph.parallelAutoMerge off (tf_fsm.core.next_step.merges_now)
+    hold_merge: bool = False
+
+    def __post_init__(self) -> None:
+        if self.phases is not None and self.phases < 1:
+            raise ValueError(f"phases must be at least 1, not {self.phases}")
 
     def flags(self) -> dict[str, Any]:
         return {
@@ -166,6 +184,8 @@ class RunContext(Protocol):
     sleep: Callable[[float], None]
     #: where the agents and gate commands run, and what happens to the tree at each step
     tree: RunTree
+    #: (attempt, phase) of each phase completed in this run, in order (`run --phases N`)
+    phases_run: list[tuple[int, str]]
 
     # Read-only: an implementation may keep a more specific store (TicketRun's is a
     # TicketStore), which a settable member (invariant) would refuse.

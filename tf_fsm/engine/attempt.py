@@ -65,7 +65,11 @@ def run_attempt(
                 )
                 machine.fire(model, "skip")
                 continue
+            if _pause_due(run):
+                return _paused(run, attempt, state, phase)
             failure = _run_phase(run, runner, state, phase)
+            if failure is None:
+                run.phases_run.append((attempt.number, phase))
             if failure == WAITING and runner.waiting:
                 # Not an error: the attempt stays in progress at this phase.
                 waiting = with_accounting(run, update_current(state, phase=phase), "waiting")
@@ -77,7 +81,8 @@ def run_attempt(
         if model.state == AWAITING_MERGE and attempt.facts.held:  # not closed until merged
             run.hold_merge(attempt)
             held = with_accounting(run, update_current(state, phase=MERGE_PHASE), "awaiting")
-            return run.save(held), "awaiting_merge", awaiting_reason(run.ticket_id)
+            reason = awaiting_reason(run.ticket_id, run.options.hold_merge)
+            return run.save(held), "awaiting_merge", reason
         if model.state == AWAITING_MERGE:  # `tf-fsm merge` takes it on
             machine.fire(model, "merge")
         if model.state == MERGING:
@@ -115,6 +120,27 @@ def _run_phase(run: RunContext, runner: PhaseRunner, state: RetryState, phase: s
         # and the artifacts, so a SIGKILL (no chance to save) is fine.
         run.save(update_current(state, phase=phase))
         raise
+
+
+def _pause_due(run: RunContext) -> bool:
+    """`run --phases N`: have N phases completed in this run, so that it pauses before the
+    next one (skipped phases do not count; once every phase is done nothing pauses)?"""
+    bound = run.options.phases
+    return bound is not None and len(run.phases_run) >= bound
+
+
+def _paused(
+    run: RunContext, attempt: AttemptContext, state: RetryState, phase: str
+) -> tuple[RetryState, OutcomeStatus, str]:
+    """The run stops before `phase`: the attempt stays in progress, its state saved as a
+    Ctrl-C there leaves it, and the next run resumes it at `phase` (tf_fsm.core.resume)."""
+    done_in, done = run.phases_run[-1]
+    last = done if done_in == attempt.number else f"{done} of attempt {done_in}"
+    reason = (
+        f"paused after {len(run.phases_run)} phase(s) (--phases): {last} completed; "
+        f"{phase} of attempt {attempt.number} runs next (`tf-fsm run {run.ticket_id}`)"
+    )
+    return run.save(update_current(state, phase=phase)), "paused", reason
 
 
 def _failed(

@@ -85,6 +85,7 @@ class TicketRun:
         self.now, self.sleep = now, sleep
         self.prompts = PromptLibrary(root)
         self.tree: RunTree = SharedTree(root)  # the ticket's worktree once it has one
+        self.phases_run: list[tuple[int, str]] = []  # (attempt, phase), for `--phases N`
 
     # -- persistence helpers --------------------------------------------------------------
 
@@ -166,6 +167,7 @@ class TicketRun:
             budget_refusal=budget,
             retry_trigger=self.options.retry_trigger,
             merge_requested=self.options.merge,
+            hold_merge=self.options.hold_merge,
         )
         return next_step(facts), budget
 
@@ -203,7 +205,7 @@ class TicketRun:
         runs = 1
         while True:
             state, status, reason = run_attempt(self, attempt, state)
-            if status in ("closed", "error", "waiting", "awaiting_merge"):
+            if status in ("closed", "error", "waiting", "awaiting_merge", "paused"):
                 return self.outcome(state, status, runs, reason)
             events = self.store.read_events().events
             step, budget = self.decide(state, events)

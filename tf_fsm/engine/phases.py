@@ -83,6 +83,8 @@ class PhaseRunner:
         self.attempt.facts.gate_passed = bool(data["verification_passed"])
         self.post_counts = summary_counts(data.get("post_fix_counts", {}))
         self.gate_reason = str(data.get("reason", ""))
+        # the rows the close summary and the failure signature are made of, as verify left them
+        self.gate_rows = [dict(row) for row in data.get("gates", []) if isinstance(row, dict)]
 
     def run(self, phase: str) -> str | None:
         self.run_.event(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tf_fsm.core import journal as ev
 from tf_fsm.core import workspace_events as wev
 from tf_fsm.core.machine import MERGE_PHASE
-from tf_fsm.core.next_step import merges_now
+from tf_fsm.core.next_step import held_by, merges_now
 from tf_fsm.core.resume import merge_began
 from tf_fsm.core.ticket_rules import attempt_events
 from tf_fsm.engine import mirror
@@ -46,7 +46,8 @@ class TicketWorktree:
     """The run's tree when the ticket has a workspace of its own."""
 
     #: a passed attempt is merged before it closes: at once, or, with
-    #: ralph.parallelAutoMerge off, by `tf-fsm merge` (tf_fsm.core.next_step.merges_now)
+    #: ralph.parallelAutoMerge off (or `run --hold-merge`), by `tf-fsm merge`
+    #: (tf_fsm.core.next_step.merges_now)
     merges = True
 
     def __init__(
@@ -259,7 +260,7 @@ def hold_merge(run: RunContext, attempt: int) -> None:
     run.event(wev.MergeHeld, attempt, base=tree.ws.base_branch, tip=checkpoint.head(tree.ws))
     run.observer.note(
         run.ticket_id,
-        f"passed; not merged (ralph.parallelAutoMerge is false): {tree.ws.branch} and "
+        f"passed; not merged ({held_by(run.options.hold_merge)}): {tree.ws.branch} and "
         f"{tree.ws.tree} are kept; `tf-fsm merge {run.ticket_id}` merges and closes it",
     )
 
@@ -271,7 +272,8 @@ def merge_facts(run: RunContext, number: int | None) -> tuple[bool, bool]:
     if not run.tree.merges:
         return False, False
     began = number is not None and merge_began(run.store.read_events().events, number)
-    now = merges_now(run.settings, requested=run.options.merge, began=began)
+    options = run.options
+    now = merges_now(run.settings, requested=options.merge, began=began, hold=options.hold_merge)
     return now, not now
 
 

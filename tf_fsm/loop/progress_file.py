@@ -26,6 +26,7 @@ LABELS = {
     "interrupted": "INTERRUPTED",
     "waiting": "WAITING",
     "awaiting_merge": "WAITING",
+    "paused": "INTERRUPTED",
 }
 #: the Statistics lines: tickets by their newest entry's label, and the entries
 _COMPLETED, _FAILED = "- Tickets completed:", "- Tickets failed:"
@@ -47,6 +48,7 @@ STATUS_LINES = {
     "interrupted": "IN_PROGRESS (interrupted, resumable)",
     "waiting": "WAITING (for a hand-off artifact)",
     "awaiting_merge": "PASSED (waiting for `tf-fsm merge`)",
+    "paused": "IN_PROGRESS (paused at a phase boundary, resumable)",
 }
 #: why an `exhausted` run stopped, told by the start of its reason (orchestrator, accounting)
 _EXHAUSTED_BY = (
@@ -70,7 +72,7 @@ class RunResult:
     ticket: str
     title: str
     #: closed|already_closed|blocked|exhausted|error|failed|interrupted|locked|waiting|
-    #: awaiting_merge
+    #: awaiting_merge|paused
     outcome: str
     reason: str
     exit_code: int
@@ -275,7 +277,7 @@ def next_step(result: RunResult) -> str:
         return f"skipped from now on; `tf-fsm run {result.ticket} --retry-reset` starts over"
     if result.outcome == "error":
         return f"`tf-fsm run {result.ticket}` (or ralph --resume-errors) resumes it"
-    if result.outcome == "interrupted":
+    if result.outcome in ("interrupted", "paused"):
         return f"`tf-fsm run {result.ticket}`, or the next ralph, resumes it"
     if result.outcome == "waiting":
         return "`tf-fsm watch` (or `tf-fsm run`) resumes it once the artifact is written"

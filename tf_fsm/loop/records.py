@@ -80,6 +80,7 @@ _TOTAL_OF = {
     "waiting": "waiting",
     "awaiting_merge": "awaiting_merge",
     "interrupted": "interrupted",
+    "paused": "interrupted",  # `run --phases`: in progress at a phase boundary, resumable
 }
 
 

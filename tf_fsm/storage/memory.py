@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +41,7 @@ from tf_fsm.core.state import RetryState
 from tf_fsm.errors import CorruptStateError, TicketLockedError
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.storage.journal_file import JOURNAL_TAIL_BYTES, now_stamp, running_phase_in
+from tf_fsm.storage.journal_lines import complete_lines, journal_data, rebuilt_views
 from tf_fsm.storage.layout import JOURNAL, RETRY_STATE
 from tf_fsm.storage.memory_files import MemoryFiles, Records, corrupt_journal, tail_repair
 from tf_fsm.storage.protocol import Capabilities
@@ -48,7 +49,7 @@ from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_lines
 from tf_fsm.storage.retry_file import backup_name, parse_retry_state, peek_state
 from tf_fsm.storage.ticket_id import validate_ticket_id
-from tf_fsm.storage.views import crashed, last_images, view_image
+from tf_fsm.storage.views import VIEWS, crashed, last_images, view_image
 
 
 class Namespace:
@@ -284,6 +285,20 @@ class MemoryStore:
         except JournalLineError as exc:
             problem = f"line {exc.line_number}: {exc.problem}"
             raise corrupt_journal(self.where / JOURNAL, problem) from exc
+
+    def replace_journal(self, lines: Sequence[str]) -> list[str]:
+        data, events = journal_data(lines, self.ticket_id, self.redactor, self.where / JOURNAL)
+        self._rec.journal = bytearray(data) if data else None
+        for name, text in rebuilt_views(events).items():
+            if text is not None:
+                self.put(name, text.encode("utf-8"))
+            else:
+                self._rec.named.pop(name, None)
+                self.files.withdraw(name)
+        return list(VIEWS)
+
+    def journal_lines(self) -> list[str]:
+        return complete_lines(bytes(self._rec.journal or b""))
 
     def journal_size(self) -> int | None:
         return None if self._rec.journal is None else len(self._rec.journal)

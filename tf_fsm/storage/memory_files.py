@@ -8,6 +8,7 @@ when the engine takes it (`take`): redacted, there and in memory."""
 from __future__ import annotations
 
 import hashlib
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -82,6 +83,13 @@ class MemoryFiles:
         directory = self._store.records.exchange
         if directory is not None:
             self._write(directory, name, data)
+
+    def withdraw(self, name: str) -> None:
+        """Remove from the area a record the store no longer keeps."""
+        directory = self._store.records.exchange
+        if directory is not None:
+            with suppress(FileNotFoundError):
+                confined(directory, name, "the exchange directory").unlink()
 
     @staticmethod
     def _write(directory: Path, name: str, data: bytes) -> None:

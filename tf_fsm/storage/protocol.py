@@ -27,7 +27,7 @@ The contract, common to every member:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -195,6 +195,18 @@ class Store(Protocol):
         """The journal's events in the order they were appended, and a torn tail if there is
         one (reported, not repaired). CorruptStateError for a line before the last that is not a
         valid event. Empty when there is no journal. Writes nothing."""
+
+    def replace_journal(self, lines: Sequence[str]) -> list[str]:
+        """The ticket's journal is these lines (another host's, oldest first, without their
+        newlines): validated (CorruptStateError naming the line, ValueError for another
+        ticket's event) before anything changes, redacted, the journal replaced atomically
+        (none when `lines` is empty), then every view rebuilt from its last image as
+        `repair_views` does, and a view the lines hold no image of removed. Returns the views'
+        names. Made while holding `lock()`, outside a `batch()`."""
+
+    def journal_lines(self) -> list[str]:
+        """The journal's whole lines as kept, without their newlines (a torn tail left
+        out); [] when there is no journal. Writes nothing."""
 
     def journal_size(self) -> int | None:
         """The journal's length in bytes, None when the ticket has no journal (it never ran):

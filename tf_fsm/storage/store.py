@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +46,7 @@ from tf_fsm.fs.atomic import disk_errors, fsync_dir, json_text, one_sync, sync_f
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
 from tf_fsm.storage.journal_file import JournalFile, journal_tail, now_stamp, running_phase_in
+from tf_fsm.storage.journal_lines import complete_lines, journal_data, rebuilt_views
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETRY_STATE
 from tf_fsm.storage.lock import hold_lock, lock_holder, owner_note, sweep_temp_files
 from tf_fsm.storage.protocol import Capabilities
@@ -58,7 +59,7 @@ from tf_fsm.storage.ticket_files import TicketFiles
 from tf_fsm.storage.ticket_id import MAX_TICKET_ID_LENGTH as MAX_TICKET_ID_LENGTH
 from tf_fsm.storage.ticket_id import TICKET_ID_RE as TICKET_ID_RE
 from tf_fsm.storage.ticket_id import validate_ticket_id as validate_ticket_id
-from tf_fsm.storage.views import crashed, differs, last_images, view_image
+from tf_fsm.storage.views import VIEWS, crashed, differs, last_images, view_image
 
 
 class TicketStore:
@@ -317,6 +318,28 @@ class TicketStore:
 
     def read_events(self) -> JournalRead:
         return self._journal.read()
+
+    def replace_journal(self, lines: Sequence[str]) -> list[str]:
+        data, events = journal_data(lines, self.ticket_id, self.redactor, self.journal_path)
+        if data:
+            atomic_write_bytes(self.journal_path, data, within=self.within)
+        else:
+            with disk_errors(self.journal_path, "remove"), suppress(FileNotFoundError):
+                self.journal_path.unlink()
+        for name, text in rebuilt_views(events).items():
+            if text is not None:
+                atomic_write_text(self.dir / name, text, within=self.within)
+            else:
+                with disk_errors(self.dir / name, "remove"), suppress(FileNotFoundError):
+                    (self.dir / name).unlink()
+        self._trusted, self._imaged = False, set()
+        return list(VIEWS)
+
+    def journal_lines(self) -> list[str]:
+        try:
+            return complete_lines(self.journal_path.read_bytes())
+        except FileNotFoundError:
+            return []
 
     def journal_size(self) -> int | None:
         try:

@@ -1,72 +1,65 @@
-"""The activities a worker runs, in its clone of the repository (`root`): one attempt of a
-ticket, as `tf-fsm run ID --once --json` in a child process, and the decision of what runs
-next, as the backlog loop reads it.
+"""The activities a worker runs, in its clone of the repository (`root`): one phase of a
+ticket (`run_phase`, `tf-fsm run ID --once --phases 1 --hold-merge --json` in a child
+process) and the merge of a passed ticket (`merge_ticket`, `tf-fsm merge ID --json`), each on
+the files the history holds (tf_fsm.temporal.materialize) and published to the shared remote
+with one fenced push (tf_fsm.temporal.fence): a try another took over publishes nothing.
 
-The attempt runs in a child process (through tf_fsm.process, the one door): the ticket's lock
-is per process, the child dies with the worker (parent-death signal) and its agents with it,
-and whatever an agent leaves running is ended with that child, never another ticket's."""
+The run is a child process (through tf_fsm.process, the one door): the ticket's lock is per
+process, the child dies with the worker (parent-death signal) and its agents with it, and
+whatever an agent leaves running is ended with that child, never another ticket's."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
+import hashlib
 import os
 import socket
-import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from tf_fsm.errors import EXIT_BAD_INPUT, TfFsmError
+from tf_fsm.errors import TfFsmError
 from tf_fsm.loop.unfinished import loop_view
-from tf_fsm.loop.work import WorkDocumentError, read_report
-from tf_fsm.process.door import run_process, tail
 from tf_fsm.settings.load import load_settings
-from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.redact import Redactor
+from tf_fsm.temporal.fence import (
+    Fenced,
+    Ownership,
+    Update,
+    activity_of,
+    owner_ref,
+    publish,
+    remote_values,
+    take,
+)
 from tf_fsm.temporal.identity import repository_identity
-from tf_fsm.temporal.orders import AttemptReport, StepView, TicketOrder
-from tf_fsm.temporal.workflow import NEXT_STEP, NOT_RETRYABLE, RUN_ATTEMPT
+from tf_fsm.temporal.knowledge import commit_knowledge, knowledge_ref
+from tf_fsm.temporal.materialize import Materialized, materialize
+from tf_fsm.temporal.orders import (
+    MergeOrder,
+    MergeReport,
+    PhaseOrder,
+    PhaseReport,
+    StepView,
+    TicketFiles,
+)
+from tf_fsm.temporal.running import (
+    base_branch_of,
+    bring_base,
+    phase_of,
+    refusal,
+    retryable,
+    run_child,
+)
+from tf_fsm.temporal.workflow import MERGE_TICKET, RUN_PHASE
 from tf_fsm.tk import tickets
-
-#: heartbeats per heartbeat timeout: one lost or late heartbeat is not taken for a death
-BEATS_PER_TIMEOUT = 3
-#: how soon a cancelled attempt's run is ended, at most, once the worker hears of it
-WAKE_SECONDS = 0.25
+from tf_fsm.workspace.git import Git
+from tf_fsm.workspace.model import branch_name
 
 
-def refusal(message: str) -> ApplicationError:
-    """An activity error that Temporal does not retry (another host would fail alike)."""
-    return ApplicationError(message, type=NOT_RETRYABLE, non_retryable=True)
-
-
-@contextlib.contextmanager
-def heartbeating(details: str) -> Iterator[None]:
-    """Heartbeat from a thread of its own while the block runs (the block waits on a child
-    process that may print nothing for minutes). The SDK's heartbeat for a threaded activity
-    is thread-safe; the thread gets the activity's context, which lives in a contextvar."""
-    timeout = activity.info().heartbeat_timeout
-    if timeout is None:
-        yield
-        return
-    interval = timeout.total_seconds() / BEATS_PER_TIMEOUT
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(interval):
-            activity.heartbeat(details)
-
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(beat,), name="tf-fsm heartbeat")
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+def files_digest(files: TicketFiles) -> str:
+    """What tells the tries of one phase apart from the others': the files they start from."""
+    text = "\n".join([files.branch or "", files.knowledge or "", *files.journal])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 class TicketActivities:
@@ -76,56 +69,144 @@ class TicketActivities:
         self.root = root.resolve()
         self.repository = repository_identity(self.root)
         self.host = host or socket.gethostname()
+        self.git = Git(self.root)
 
-    def _check(self, order: TicketOrder) -> None:
-        if order.repository != self.repository:
+    def _check(self, repository: str, ticket: str) -> None:
+        if repository != self.repository:
             raise refusal(
-                f"{order.ticket}: the order is for repository {order.repository}, "
+                f"{ticket}: the order is for repository {repository}, "
                 f"this worker runs in a clone of {self.repository} ({self.root})"
             )
 
-    @activity.defn(name=RUN_ATTEMPT)
-    def run_attempt(self, order: TicketOrder) -> AttemptReport:
-        """One attempt of the ticket (or the end of an interrupted one): its work report."""
-        self._check(order)
-        argv = [sys.executable, "-m", "tf_fsm", "run", order.ticket, "--once", "--json"]
-        argv += ["--root", str(self.root)]  # this clone, whatever $TF_FSM_ROOT says
-        activity.heartbeat(f"{order.ticket}: starting on {self.host}")
-        with heartbeating(f"{order.ticket}: running on {self.host}"):
-            # woken every WAKE_SECONDS: a cancellation (an exception the SDK raises in this
-            # thread) ends the run's process group even while the run prints nothing
-            done = run_process(argv, cwd=self.root, keep=64 * 1024, wake=WAKE_SECONDS)
-        try:
-            outcome = read_report(done.stdout)
-        except WorkDocumentError as exc:
-            raise refusal(str(exc)) from None
-        if outcome is None:  # it never got to report: its exit code and stderr say why
-            # redacted before it leaves the host: the history is read on every host
-            said = tail(done.stderr, redact=Redactor.from_environ(os.environ))
-            said = f"{order.ticket}: `tf-fsm run` exited {done.exit_code}: {said}"
-            if done.exit_code == EXIT_BAD_INPUT:
-                raise refusal(said)
-            raise ApplicationError(said)  # retried: a crash, a lock held elsewhere
-        return AttemptReport(
-            ticket=outcome.ticket_id,
+    @activity.defn(name=RUN_PHASE)
+    def run_phase(self, order: PhaseOrder) -> PhaseReport:
+        """The ticket's next phase, on the history's files; its report and new files."""
+        self._check(order.repository, order.ticket)
+        owned, leases = self._own(order.ticket, order.files)
+        made = self._materialize(order.ticket, order.files)
+        argv = ["run", order.ticket, "--once", "--phases", "1", "--hold-merge", "--json"]
+        outcome, _ = run_child(self.root, argv, order.ticket, self.host, made.store)
+        lines = made.store.journal_lines()
+        added = lines[len(order.files.journal) :]
+        files = self._publish(owned, made, leases, lines, phase_of(added) or "phase")
+        redact = Redactor.from_environ(os.environ)
+        return PhaseReport(
+            ticket=order.ticket,
             status=outcome.status,
             attempt=outcome.attempt,
-            attempts_run=outcome.attempts_run,
-            retry_count=outcome.retry_count,
-            max_retries=outcome.max_retries,
-            reason=outcome.reason,
+            phase=phase_of(added),
+            reason=redact(outcome.reason),
+            journal=added,
+            files=files,
+            step=self._step(made, redact),
             host=self.host,
+            base=base_branch_of(self.root, made.settings, order.ticket),
         )
 
-    @activity.defn(name=NEXT_STEP)
-    def next_step(self, order: TicketOrder) -> StepView:
-        """What runs next for the ticket, as the backlog loop's worker reads it."""
-        self._check(order)
+    @activity.defn(name=MERGE_TICKET)
+    def merge_ticket(self, order: MergeOrder) -> MergeReport:
+        """Merge a passed ticket into `order.base` and push the base, fast-forward only."""
+        self._check(order.repository, order.ticket)
+        base_ref = f"refs/heads/{order.base}"
+        owned, leases = self._own(order.ticket, order.files)
+        made = self._materialize(order.ticket, order.files)
         try:
-            settings = load_settings(self.root)
-            store = open_store(self.root, settings, order.ticket)
-            ticket = tickets.read(self.root, order.ticket)
-            step = loop_view(self.root, settings, store, ticket).step
+            origin_base = bring_base(self.git, order.base, order.ticket)
         except TfFsmError as exc:
             raise refusal(f"{order.ticket}: {exc}") from None
-        return StepView(step.action, step.reason, step.refusal)
+        argv = ["merge", order.ticket, "--json"]
+        outcome, code = run_child(self.root, argv, order.ticket, self.host, made.store)
+        lines = made.store.journal_lines()
+        merged = code == 0
+        base_sha = self.git.rev(base_ref) if merged else None
+        extra = [Update(base_ref, origin_base, base_sha)] if merged else []
+        files = self._publish(owned, made, leases, lines, "merge", extra)
+        redact = Redactor.from_environ(os.environ)
+        return MergeReport(
+            ticket=order.ticket,
+            status="merged" if merged else "refused" if code == 5 else "error",
+            reason=redact(outcome.reason),
+            journal=lines[len(order.files.journal) :],
+            files=files,
+            step=self._step(made, redact),
+            host=self.host,
+            base_sha=base_sha,
+        )
+
+    # -- the steps both share ------------------------------------------------------------
+
+    def _refs(self, ticket: str) -> tuple[str, str]:
+        branch = branch_name(load_settings(self.root), ticket)
+        return f"refs/heads/{branch}", knowledge_ref(ticket)
+
+    def _own(self, ticket: str, files: TicketFiles) -> tuple[Ownership, dict[str, str | None]]:
+        """Take the ticket for this try, and the values its publication is leased on: the
+        order's, or, when a try of the same workflow run from the same files published a
+        result the history never accepted (its completion was lost, or the workflow gave the
+        phase to another host), what that try pushed: the history only ever sends on files
+        it accepted. An order the remote went past otherwise is refused before anything is
+        pushed."""
+        info = activity.info()
+        key = f"{info.workflow_id}/{info.workflow_run_id}/{files_digest(files)}"
+        who = f"{self.host} {info.workflow_id}/{info.activity_id} try {info.attempt}"
+        branch, knowledge = self._refs(ticket)
+        seen = remote_values(self.git, branch, knowledge, owner_ref(ticket))
+        leases: dict[str, str | None] = {branch: files.branch, knowledge: files.knowledge}
+        if any(seen[ref] != value for ref, value in leases.items()):
+            owner = seen[owner_ref(ticket)]
+            if owner is None or activity_of(self.git, owner) != key:
+                raise refusal(
+                    f"{ticket}: the order is stale: the remote holds {seen[branch]} and "
+                    f"{seen[knowledge]}, the order names {files.branch} and {files.knowledge} "
+                    f"({who} publishes nothing)"
+                )
+            leases = {branch: seen[branch], knowledge: seen[knowledge]}
+        try:
+            owned = take(self.git, ticket, who, key, seen[owner_ref(ticket)])
+        except Fenced as exc:
+            raise refusal(str(exc)) from None
+        return owned, leases
+
+    def _materialize(self, ticket: str, files: TicketFiles) -> Materialized:
+        try:
+            return materialize(self.root, ticket, files)
+        except TfFsmError as exc:
+            raise retryable(f"{ticket}: {exc}") from None  # a lock held here, a fetch failed
+
+    def _publish(
+        self,
+        owned: Ownership,
+        made: Materialized,
+        leases: dict[str, str | None],
+        lines: list[str],
+        what: str,
+        extra: list[Update] | None = None,
+    ) -> TicketFiles:
+        """Commit the artifacts and push them, the branch and `extra` in one fenced push."""
+        branch, knowledge = self._refs(owned.ticket)
+        message = f"tf-fsm: {owned.ticket} knowledge after {what}"
+        with made.store.lock("tf-fsm: the ticket's artifacts committed"):
+            sha = commit_knowledge(self.git, made.directory, made.files.knowledge, message)
+        tip = self.git.rev(branch)
+        updates = [Update(branch, leases[branch], tip), Update(knowledge, leases[knowledge], sha)]
+        try:
+            publish(self.git, owned, updates + (extra or []))
+        except Fenced as exc:
+            if remote_values(self.git, owner_ref(owned.ticket))[owner_ref(owned.ticket)] == (
+                owned.token
+            ):  # still ours: the base moved meanwhile; the next try starts from the history
+                raise retryable(str(exc)) from None
+            raise refusal(str(exc)) from None
+        self.git.run("update-ref", knowledge, sha)
+        return TicketFiles(journal=lines, branch=tip, knowledge=sha)
+
+    def _step(self, made: Materialized, redact: Redactor) -> StepView:
+        """What runs next for the ticket, as the backlog loop's worker reads it."""
+        ticket_id = made.store.ticket_id
+        try:
+            ticket = tickets.read(self.root, ticket_id)
+            step = loop_view(self.root, made.settings, made.store, ticket).step
+        except TfFsmError as exc:
+            raise refusal(f"{ticket_id}: {exc}") from None
+        refused = redact(step.refusal) if step.refusal else None
+        return StepView(step.action, redact(step.reason), refused)

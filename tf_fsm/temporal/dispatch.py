@@ -24,8 +24,8 @@ def registered(root: Path, host: str | None = None) -> tuple[list[type], list[Ca
     worker registers (a workflow or activity missing from a worker would never run there)."""
     found = TicketActivities(root, host)
     return [TicketWorkflow, MergeQueueWorkflow], [
-        found.run_attempt,
-        found.next_step,
+        found.run_phase,
+        found.merge_ticket,
         enqueue_merge,
     ]
 

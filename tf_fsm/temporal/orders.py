@@ -166,17 +166,3 @@ class TicketEnd:
     files: TicketFiles
     phases: int
 
-
-@dataclass(frozen=True)
-class AttemptReport:
-    """One `tf-fsm run --once` on a worker (the first slice's one activity per attempt,
-    replaced by PhaseReport)."""
-
-    ticket: str
-    status: str
-    attempt: int
-    attempts_run: int
-    retry_count: int
-    max_retries: int
-    reason: str
-    host: str
