@@ -50,6 +50,8 @@ TEMPORAL_HELP = (
 def _address(value: str) -> str:
     from tf_fsm.settings.temporal import check_address
 
+    if value == "":  # `--temporal` without a value (argparse converts the const too)
+        return value
     try:
         return check_address(value)
     except ValueError as exc:
