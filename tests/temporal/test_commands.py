@@ -201,8 +201,9 @@ def test_a_phase_running_when_its_worker_stops_is_handed_back_and_taken_over(
     (project / "scenario.json").write_text(json.dumps({"findings": [], "delaySeconds": 1.5}))
     store = open_store(project, load_settings(project), "pt-1")
     queue = f"q-{project.parent.name}"
-    first, _ = start_worker(started, project, temporal.address, "--task-queue", queue,
-                            "--grace", "0.5")  # fmt: skip
+    first, _ = start_worker(
+        started, project, temporal.address, "--task-queue", queue, "--grace", "0.5"
+    )
     handle = temporal.run(start_ticket(temporal.client, project, "pt-1", task_queue=queue))
     deadline = time.monotonic() + 30
     while (run := store.lock_holder()) is None and time.monotonic() < deadline:

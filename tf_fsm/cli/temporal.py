@@ -144,7 +144,9 @@ def add_temporal_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> 
         help="this worker's host in its queue's name, QUEUE@NAME (default: the "
         "machine's name and the clone's path)",
     )
-    p.set_defaults(func=cmd_worker)
+    # ended without the interpreter's teardown (cli.main._end_process): the SDK's threads,
+    # still up after a failed connection, aborted Python's finalization (SIGABRT) now and then
+    p.set_defaults(func=cmd_worker, teardown=False)
 
     p = add("temporal", "a Temporal dev server for one machine or a trial (docs/many-hosts.md)")
     actions = p.add_subparsers(dest="temporal_command", metavar="ACTION", required=True)

@@ -42,9 +42,11 @@ def check_queue(value: str) -> str:
 
 
 class TemporalTls(Section):
-    """TLS to the cluster: mTLS with a client certificate (Temporal Cloud's, or a self-hosted
-    cluster's), or the server's certificate checked against a CA of the project's own."""
+    """TLS to the cluster: the server's certificate checked (against the system's roots, or a
+    CA of the project's own), and a client certificate for mTLS (Temporal Cloud's, or a
+    self-hosted cluster's). `enabled: false` is a plain connection."""
 
+    enabled: bool = True
     #: the client's certificate and private key (PEM files), relative to the project root
     clientCert: OsStr | None = Field(default=None, min_length=1)
     clientKey: OsStr | None = Field(default=None, min_length=1)
@@ -54,9 +56,12 @@ class TemporalTls(Section):
     serverName: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _pair(self) -> TemporalTls:
+    def _consistent(self) -> TemporalTls:
         if (self.clientCert is None) != (self.clientKey is None):
             raise ValueError("clientCert and clientKey go together: give both, or neither")
+        given = [self.clientCert, self.clientKey, self.serverCA, self.serverName]
+        if not self.enabled and any(value is not None for value in given):
+            raise ValueError("enabled is false (a plain connection), yet TLS files are named")
         return self
 
 
@@ -67,9 +72,8 @@ class Temporal(Section):
     taskQueue: str = "tf-fsm"
     #: a worker that has not heartbeaten for this long is taken for dead (its phase is retried)
     heartbeatTimeoutSeconds: float = Field(default=60.0, gt=0, le=MAX_HEARTBEAT_SECONDS)
-    #: true: TLS, the server checked against the system's roots; an object: as it says;
-    #: false: plain; None (not in the file): TLS when an API key is given, else plain
-    tls: bool | TemporalTls | None = None
+    #: None (not in the file): TLS when an API key is given (as the SDK does), else plain
+    tls: TemporalTls | None = None
     #: the NAME of the environment variable holding an API key (Temporal Cloud); None: no key
     apiKeyEnv: str | None = None
 

@@ -14,12 +14,10 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from tf_fsm.errors import SettingsError, SettingsProblem, TfFsmError, UsageError
+from tf_fsm.errors import EXIT_UNAVAILABLE, SettingsError, SettingsProblem, TfFsmError, UsageError
 from tf_fsm.settings.load import SETTINGS_RELPATH, load_settings
 from tf_fsm.settings.temporal import TEMPORAL_ENV, Temporal, TemporalTls, check_address
 
-#: the server is not there, or refused the connection (sysexits' EX_UNAVAILABLE)
-EXIT_UNAVAILABLE = 69
 #: how long a connection may take before the server is taken for absent
 CONNECT_SECONDS = 10.0
 
@@ -97,18 +95,21 @@ def _read(root: Path, key: str, relative: str) -> bytes:
         raise SettingsError(root / SETTINGS_RELPATH, [SettingsProblem(key, problem)]) from None
 
 
-def tls_config(root: Path, tls: bool | TemporalTls | None) -> bool | TLSConfig | None:
-    """The SDK's TLS option from the settings' `temporal.tls`; a file that cannot be read is a
-    settings error naming its key."""
-    if not isinstance(tls, TemporalTls):
-        return tls
-    key = "temporal.tls"
+def tls_config(root: Path, tls: TemporalTls | None) -> bool | TLSConfig | None:
+    """The SDK's TLS option from the settings' `temporal.tls` (None: the SDK's default); a
+    file that cannot be read is a settings error naming its key."""
+    if tls is None or not tls.enabled:
+        return None if tls is None else False
+    if not (tls.clientCert or tls.serverCA or tls.serverName):
+        return True  # the server checked against the system's roots
+
+    def read(key: str, relative: str | None) -> bytes | None:
+        return None if relative is None else _read(root, f"temporal.tls.{key}", relative)
+
     return TLSConfig(
-        client_cert=_read(root, f"{key}.clientCert", tls.clientCert) if tls.clientCert else None,
-        client_private_key=_read(root, f"{key}.clientKey", tls.clientKey)
-        if tls.clientKey
-        else None,
-        server_root_ca_cert=_read(root, f"{key}.serverCA", tls.serverCA) if tls.serverCA else None,
+        client_cert=read("clientCert", tls.clientCert),
+        client_private_key=read("clientKey", tls.clientKey),
+        server_root_ca_cert=read("serverCA", tls.serverCA),
         domain=tls.serverName,
     )
 
