@@ -85,7 +85,7 @@ def temporal_requested(args: argparse.Namespace) -> bool:
     """Whether the command runs on Temporal: `--temporal` given, or $TF_FSM_TEMPORAL set (the
     settings' `temporal.address` alone does not: the workers' own `tf-fsm run` children read
     the same file, and must run where they are)."""
-    from tf_fsm.settings.temporal import TEMPORAL_ENV
+    from tf_fsm.settings.defaults import TEMPORAL_ENV  # not .temporal: status reads no pydantic
 
     return getattr(args, "temporal", None) is not None or bool(os.environ.get(TEMPORAL_ENV))
 

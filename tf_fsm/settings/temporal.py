@@ -9,10 +9,9 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from tf_fsm.settings.defaults import TEMPORAL_ENV as TEMPORAL_ENV
 from tf_fsm.settings.section import OsStr, Section
 
-#: the environment variable that stands for `--temporal HOST:PORT`
-TEMPORAL_ENV = "TF_FSM_TEMPORAL"
 #: what a heartbeat timeout may be, at most (a day: a dead worker must be noticed some day)
 MAX_HEARTBEAT_SECONDS = 86_400
 
