@@ -155,7 +155,7 @@ def add_temporal_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> 
         help="start the pinned dev server on 127.0.0.1",
         description="start the pinned Temporal dev server on 127.0.0.1",
         epilog=DEV_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=p.formatter_class,  # the parser's own: no shutil at start-up
     )
     add_global_arguments(dev, after_command=True)
     dev.add_argument(
