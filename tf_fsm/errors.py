@@ -11,6 +11,8 @@ from typing import ClassVar, NamedTuple
 #: the exit codes errors carry (tf_fsm.cli.exits has the whole table, with what each means)
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+#: a Temporal server did not answer (sysexits' EX_UNAVAILABLE; tf_fsm.temporal.connect)
+EXIT_UNAVAILABLE = 69
 EXIT_STORAGE = 74
 EXIT_LOCKED = 75
 #: also how the backlog loop tells an interrupted worker (tf_fsm.loop.ralph)

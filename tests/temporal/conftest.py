@@ -2,15 +2,14 @@
 
 The tests of this folder skip, saying why, when the extra is not installed
 (`pip install -e '.[dev,temporal]'`). The server runs in memory on a free loopback port, tied
-to the test process by the parent-death signal where util-linux's setpriv is there, and is
+to the test process by the parent-death signal (tf_fsm.temporal.devserver, as `tf-fsm temporal
+dev` starts it), and is
 stopped at the end of the session whatever happened.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Coroutine, Iterator
@@ -21,6 +20,8 @@ from typing import Any, TypeVar
 import pytest
 
 from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
+from tf_fsm.temporal.devserver import free_port as free_port
+from tf_fsm.temporal.devserver import start_dev_server, stop_dev_server
 
 T = TypeVar("T")
 READY_SECONDS = 60.0
@@ -42,29 +43,12 @@ class DevServer:
         return self.loop.run_until_complete(coro)
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def _installed() -> Path:
     try:
         require_sdk()
         return temporal_binary()
     except TemporalMissing as exc:
         pytest.skip(f"the temporal extra is not installed ({exc})")
-
-
-def _start(binary: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    argv = [str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-    argv += ["--port", str(port), "--log-level", "warn"]
-    setpriv = shutil.which("setpriv")
-    if setpriv is not None:  # the server dies with the tests, even when they are SIGKILLed
-        argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
-    with log.open("wb") as out:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
 
 
 async def _connect(address: str, server: subprocess.Popen[bytes], log: Path) -> Any:
@@ -84,22 +68,18 @@ async def _connect(address: str, server: subprocess.Popen[bytes], log: Path) -> 
 
 @pytest.fixture(scope="session")
 def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    binary = _installed()
+    _installed()
     port = free_port()
     log = tmp_path_factory.mktemp("temporal") / "dev-server.log"
     address = f"127.0.0.1:{port}"
     started = time.monotonic()
-    server = _start(binary, port, log)
+    with log.open("wb") as out:  # the server dies with the tests, even when they are SIGKILLed
+        server = start_dev_server(port, None, cwd=log.parent, log=out)
     loop = asyncio.new_event_loop()
     try:
         client = loop.run_until_complete(_connect(address, server, log))
         ready = time.monotonic() - started
         yield DevServer(address, client, loop, log, ready)
     finally:
-        server.terminate()
-        try:
-            server.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_dev_server(server, STOP_SECONDS)
         loop.close()

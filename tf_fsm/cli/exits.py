@@ -14,6 +14,7 @@ from tf_fsm.errors import (
     EXIT_INTERRUPTED,
     EXIT_LOCKED,
     EXIT_STORAGE,
+    EXIT_UNAVAILABLE,
     StorageError,
     TfFsmError,
 )
@@ -54,6 +55,11 @@ EXIT_TABLE: tuple[tuple[int, str], ...] = (
         "the attempt is in error and resumable with `run` again; merge: refused so",
     ),
     (EXIT_WAITING, 'run: waiting for a hand-off artifact (executor kind "handoff"); resumable'),
+    (
+        EXIT_UNAVAILABLE,
+        "no Temporal server answered at the address (named), or it refused the\n"
+        "connection; nothing was started",
+    ),
     (EXIT_STORAGE, "the disk refused a write: full, read-only or not permitted (names the file)"),
     (
         EXIT_LOCKED,

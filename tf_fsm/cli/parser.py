@@ -17,6 +17,7 @@ from tf_fsm.cli.merge import add_merge_parser
 from tf_fsm.cli.query import cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
+from tf_fsm.cli.temporal import add_temporal_flag, add_temporal_parsers
 from tf_fsm.cli.tools import (
     _positive,
     cmd_demo,
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("run", "drive one ticket through its lifecycle")
     add_run_arguments(p)
     p.set_defaults(func=cmd_run, research=None)
+    add_temporal_flag(p, "run")
 
     p = add("resume", "continue a ticket's attempt that is in progress or in error")
     p.add_argument("ticket")
@@ -190,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="one JSON object per ticket per line")
     p.set_defaults(func=cmd_status)
+    add_temporal_flag(p, "status")
 
     p = add("gate", "the quality-gate verdict from a ticket's artifacts as they are on disk")
     p.add_argument("tickets", nargs="+", metavar="TICKET")
@@ -255,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-T", "--tag", help="only tickets with this tag (as tk ready -T)")
     add_worktree_argument(p)
     p.set_defaults(func=cmd_ralph)
+    add_temporal_flag(p, "ralph")
 
     p = add("workspaces", "each ticket's git branch and worktree; prune removes those done with")
     add_workspaces_parser(p)
@@ -351,4 +355,7 @@ exit codes:
 """
     add_ui_arguments(p)
     p.set_defaults(func=cmd_ui)
+    add_temporal_flag(p, "ui")
+
+    add_temporal_parsers(add)
     return parser

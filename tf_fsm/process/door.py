@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from io import IOBase
 from pathlib import Path
+from typing import IO, Any
 
 from tf_fsm.process.output import (
     TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN,  # re-exported for callers
@@ -121,6 +122,23 @@ def parent_death() -> str:
             "util-linux setpriv 2.33+ on PATH would save a few ms per agent)"
         )
     return "agents are ended by their process group at a timeout or Ctrl-C (no prctl)"
+
+
+def start_process(
+    argv: Sequence[str], *, cwd: Path, stdout: int | IO[Any] | None, stderr: int | IO[Any] | None
+) -> subprocess.Popen[bytes]:
+    """A long-lived child (a server) of tf_fsm's: it leads its own process group, dies with
+    tf_fsm (the parent-death signal, on Linux) and is the caller's to wait for and to end."""
+    command, preexec = _with_parent_death(argv, cwd, None)
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
 
 
 @dataclass(frozen=True)

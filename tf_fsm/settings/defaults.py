@@ -6,3 +6,5 @@ from __future__ import annotations
 
 #: `workflow.knowledgeDir`'s package default (tf_fsm.settings.schema.PACKAGE_DEFAULTS uses it)
 DEFAULT_KNOWLEDGE_DIR = ".tf/knowledge"
+#: the environment variable that stands for `--temporal HOST:PORT` (tf_fsm.settings.temporal)
+TEMPORAL_ENV = "TF_FSM_TEMPORAL"

@@ -17,6 +17,7 @@ from tf_fsm.settings.roles import ROLES as ROLES
 from tf_fsm.settings.section import OsStr, no_nul
 from tf_fsm.settings.section import Section as _Section
 from tf_fsm.settings.severity import SEVERITIES, normalize_severity
+from tf_fsm.settings.temporal import Temporal
 from tf_fsm.settings.workspace import Workspace, check_worktrees_dir
 
 #: settings key under workflow.escalation.models -> the role it escalates
@@ -347,3 +348,4 @@ class Settings(_Section):
     executor: Executor = Executor()
     workspace: Workspace = Workspace()
     storage: Storage = Storage()
+    temporal: Temporal = Temporal()

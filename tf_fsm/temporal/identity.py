@@ -29,15 +29,24 @@ def normal_remote(url: str) -> str:
     return url.removesuffix(".git").rstrip("/")
 
 
+def origin(root: Path) -> str | None:
+    """The URL of the `origin` remote of the repository at `root`, as git has it; None when
+    `root` is in no repository or its repository has no `origin`."""
+    top = repository_root(root)
+    if top is None:
+        return None
+    found = Git(top).run("remote", "get-url", "origin", check=False)
+    url = found.stdout.strip()
+    return url if found.exit_code == 0 and url else None
+
+
 def repository_identity(root: Path) -> str:
     """The repository `root` is a clone of: its `origin` (normalized), else its own path
     (a repository without a shared remote runs on this host only)."""
-    top = repository_root(root)
-    if top is not None:
-        found = Git(top).run("remote", "get-url", "origin", check=False)
-        if found.exit_code == 0 and found.stdout.strip():
-            return normal_remote(found.stdout)
-    return str((top or root).resolve())
+    url = origin(root)
+    if url is not None:
+        return normal_remote(url)
+    return str((repository_root(root) or root).resolve())
 
 
 def workflow_prefix(repository: str) -> str:
