@@ -33,7 +33,9 @@ class Cluster:
 
     def create(self, tickets: Sequence[str], settings: dict[str, Any] | None = None) -> None:
         """The project (settings, tickets, one file per ticket) pushed to the bare remote."""
-        extra = {"temporal": {"heartbeatTimeoutSeconds": HEARTBEAT_TIMEOUT}}
+        extra = {
+            "temporal": {"heartbeatTimeoutSeconds": HEARTBEAT_TIMEOUT, "taskQueue": self.queue}
+        }
         files = {f"src/{tid}.txt": f"{tid}\n" for tid in tickets}
         self.seed.create(tickets, {**extra, **(settings or {})}, files)
         git(self.tmp, "clone", "-q", "--bare", str(self.seed.root), str(self.remote))
@@ -44,23 +46,21 @@ class Cluster:
             git(self.tmp, "clone", "-q", str(self.remote), str(place))
         return place
 
-    def env(self, host: str | None = None) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         env = {**os.environ, **GIT_ENV, **self.seed.env()}
         env.pop("TF_FSM_ROOT", None)  # each process runs in its own clone
         env.pop("PYTEST_ADDOPTS", None)
-        if host is not None:
-            env["TF_FSM_HOST"] = host
         return env
 
     def worker(self, host: str, slots: int = 1) -> subprocess.Popen[str]:
         """`tf-fsm worker` in the host's clone, once it says it polls."""
         root = self.clone(host)
         argv = [sys.executable, "-m", "tf_fsm", "worker", "--temporal", self.address]
-        argv += ["--task-queue", self.queue, "--root", str(root), "--slots", str(slots)]
+        argv += ["--host", host, "--root", str(root), "--slots", str(slots)]
         proc = subprocess.Popen(
             argv,
             cwd=root,
-            env=self.env(host),
+            env=self.env(),
             stdout=subprocess.PIPE,
             stderr=(self.tmp / f"{host}.log").open("a"),
             text=True,
@@ -76,7 +76,7 @@ class Cluster:
         """`tf-fsm <args> --temporal ...` in the dispatcher's clone (started, not waited for)."""
         root = self.clone(name)
         argv = [sys.executable, "-m", "tf_fsm", *args, "--temporal", self.address]
-        argv += ["--task-queue", self.queue, "--root", str(root)]
+        argv += ["--root", str(root)]
         proc = subprocess.Popen(
             argv,
             cwd=root,

@@ -110,7 +110,11 @@ def _local_or_temporal(command: str, local: Command, args: argparse.Namespace) -
     if not temporal_requested(args):
         return local(args)
     require_extra()
-    raise UsageError(f"`tf-fsm {command} --temporal` is not available yet (docs/many-hosts.md)")
+    from tf_fsm.cli.on_cluster import on_cluster
+    from tf_fsm.temporal.connect import target
+
+    root = project_root(args)
+    return on_cluster(command, args, target(root, args.temporal or None))
 
 
 def add_temporal_parsers(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
@@ -194,7 +198,8 @@ async def _work(where: Any, host: str, slots: int, grace: float) -> int:
     import signal
 
     from tf_fsm.temporal.connect import connect
-    from tf_fsm.temporal.worker import host_queue, serve
+    from tf_fsm.temporal.worker import serve
+    from tf_fsm.temporal.workflow import host_queue
 
     client = await connect(where)
     stop = asyncio.Event()

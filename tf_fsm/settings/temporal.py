@@ -34,7 +34,7 @@ def check_address(value: str) -> str:
 
 def check_queue(value: str) -> str:
     """A task queue name: no whitespace, and no `@`, which joins a queue and a host in the
-    name of a worker's own queue (tf_fsm.temporal.worker.host_queue)."""
+    name of a worker's own queue (tf_fsm.temporal.workflow.host_queue)."""
     if not value or _QUEUE.match(value) is None or len(value) > 200:
         raise ValueError(f"{value!r} is not a task queue name: 1-200 characters, no space or '@'")
     return value

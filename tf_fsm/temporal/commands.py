@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tf_fsm.temporal.dispatcher import Dispatcher, run_backlog
 from tf_fsm.temporal.identity import repository_identity, workflow_id
-from tf_fsm.temporal.orders import Progress, TicketEnd, TicketOrder
+from tf_fsm.temporal.orders import Progress, TicketEnd, TicketFiles, TicketOrder
 from tf_fsm.temporal.workflow import TicketWorkflow
 from tf_fsm.tk import tickets
 
@@ -130,3 +130,23 @@ def print_rows(found: Sequence[Row], as_json: bool, say: Say) -> None:
             f"{row.ticket:<12} {row.workflow:<11} {row.phases:>6} {attempt:>7}  "
             f"{last:<24} {row.host or ''}"
         )
+
+
+async def ticket_files(client: Client, root: Path) -> dict[str, TicketFiles]:
+    """The files each ticket's workflow (its latest run) holds, for the tickets that have
+    one: what `ui --temporal` shows."""
+    repository = repository_identity(root)
+    backlog = tickets.scan(tickets.tickets_dir(root))
+    found: dict[str, TicketFiles] = {}
+    for ticket in sorted(backlog.records):
+        handle = client.get_workflow_handle(workflow_id(repository, ticket), result_type=TicketEnd)
+        try:
+            status = (await handle.describe()).status
+            if status == WorkflowExecutionStatus.COMPLETED:
+                found[ticket] = (await handle.result()).files
+            else:
+                found[ticket] = (await handle.query(TicketWorkflow.progress)).files
+        except RPCError as exc:
+            if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise
+    return found

@@ -5,9 +5,7 @@ name a ticket's workflow alike, and Temporal runs it once."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import socket
 from pathlib import Path
 
 from tf_fsm.workspace.git import Git, repository_root
@@ -59,10 +57,3 @@ def workflow_prefix(repository: str) -> str:
 def workflow_id(repository: str, ticket: str) -> str:
     """The workflow id of `ticket` in `repository`: readable at its end."""
     return f"{workflow_prefix(repository)}{ticket}"
-
-
-def host_name() -> str:
-    """This worker's host, as its phases' reports and its own task queue name it:
-    `TF_FSM_HOST` when set (two workers of one machine that should count as two hosts, or a
-    container whose hostname changes with every start), else the machine's hostname."""
-    return os.environ.get("TF_FSM_HOST", "").strip() or socket.gethostname()

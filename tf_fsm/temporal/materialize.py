@@ -69,6 +69,18 @@ def materialize(root: Path, ticket: str, files: TicketFiles) -> Materialized:
     git = Git(root)
     fetch_shas(git, files.branch, files.knowledge)
     notes = place_branch(root, settings, ticket, files.branch)
+    store, directory = rewrite_files(root, settings, ticket, files)
+    return Materialized(files, settings, store, directory, notes)
+
+
+def rewrite_files(
+    root: Path, settings: LoadedSettings, ticket: str, files: TicketFiles
+) -> tuple[Store, Path]:
+    """The ticket's directory rewritten from the history's knowledge commit and journal lines
+    (the commit fetched when this clone lacks it); no branch or worktree touched: what a
+    dispatcher's clone keeps of a ticket that ran elsewhere. The store and the directory."""
+    git = Git(root)
+    fetch_shas(git, files.knowledge)
     store = open_store(root, settings, ticket)
     if not store.capabilities.pi_ticketflow_files:
         raise WorkspaceError(
@@ -86,7 +98,7 @@ def materialize(root: Path, ticket: str, files: TicketFiles) -> Materialized:
         git.run("update-ref", ref, files.knowledge)
     else:
         git.run("update-ref", "-d", ref, check=False)
-    return Materialized(files, settings, store, directory, notes)
+    return store, directory
 
 
 def in_journal_order(directory: Path, events: list[Event]) -> None:

@@ -165,4 +165,3 @@ class TicketEnd:
     attempt: int | None
     files: TicketFiles
     phases: int
-

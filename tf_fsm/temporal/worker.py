@@ -34,6 +34,7 @@ from temporalio.worker import (
 )
 
 from tf_fsm.temporal.dispatch import registered
+from tf_fsm.temporal.workflow import host_queue
 
 #: how long running activities may go on once the worker is told to stop
 GRACE_SECONDS = 30.0
@@ -52,11 +53,6 @@ def default_host(root: Path) -> str:
     """The name of a worker's host: the machine and its clone, so that two clones on one
     machine (two "hosts" of a test) have queues of their own."""
     return f"{socket.gethostname()}:{root.resolve()}"
-
-
-def host_queue(queue: str, host: str) -> str:
-    """The task queue only the workers of `host` poll."""
-    return f"{queue}@{host}"
 
 
 @dataclass

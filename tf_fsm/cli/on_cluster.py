@@ -1,0 +1,112 @@
+"""`ralph`, `run`, `status` and `ui` with `--temporal`: the same commands, on the cluster's
+workflows. Only the CLI calls this; it returns the command's exit code.
+
+The dispatcher's clone ends with the files a local run leaves: each ticket's directory is
+rewritten from its workflow's history when the workflow ends (and, for `ui`, as it goes)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from tf_fsm.cli.exits import EXIT_ERROR, OUTCOME_CODES
+from tf_fsm.errors import EXIT_INTERRUPTED, UsageError
+from tf_fsm.settings.load import load_settings
+from tf_fsm.temporal.commands import Cluster, dispatch, print_rows, rows, ticket_files
+from tf_fsm.temporal.connect import Target, connect
+from tf_fsm.temporal.materialize import rewrite_files
+from tf_fsm.temporal.orders import TicketEnd, TicketFiles
+from tf_fsm.views.terminal import terminal_safe
+
+#: flags that have no meaning on a cluster: (command, attribute, why)
+REFUSED = (
+    ("run", "plan", "--plan reads this clone's files; run it without --temporal"),
+    ("ralph", "dry_run", "--dry-run plans the local loop; `status --temporal` shows the cluster"),
+    ("ralph", "workers", "--workers: the cluster's workers run the tickets (`tf-fsm worker`)"),
+    ("ui", "allow_actions", "--allow-actions acts on this clone's runs, not the cluster's"),
+)
+#: how often `ui --temporal` brings the tickets' files up to date from the workflows
+MIRROR_SECONDS = 1.0
+
+
+def on_cluster(command: str, args: argparse.Namespace, where: Target) -> int:
+    for name, flag, why in REFUSED:
+        if command == name and getattr(args, flag, None):
+            raise UsageError(f"{command} --temporal: {why}")
+    if command == "ui":
+        return _ui(args, where)
+    try:
+        return asyncio.run(_main(command, args, where))
+    except KeyboardInterrupt:
+        print(
+            f"tf-fsm {command}: interrupted; the workflows go on on the cluster "
+            f"(`tf-fsm {command} --temporal` again follows them)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+
+
+async def _main(command: str, args: argparse.Namespace, where: Target) -> int:
+    client = await connect(where)
+    if command == "status":
+        print_rows(await rows(client, where.root), bool(getattr(args, "json", False)), _say)
+        return 0
+    cluster = Cluster(client, where.task_queue, where.heartbeat_timeout)
+    only = [args.ticket] if command == "run" else None
+    ends = await dispatch(cluster, where.root, only, _say)
+    keep_files(where.root, {tid: end.files for tid, end in ends.items()})
+    if command == "run":
+        return _run_code(ends[args.ticket])
+    return 0
+
+
+def keep_files(root: Path, files: Mapping[str, TicketFiles]) -> None:
+    """Rewrite each ticket's directory in this clone from its history (nothing for a ticket
+    whose history holds no journal yet)."""
+    settings = load_settings(root)
+    for ticket, held in files.items():
+        if held.journal:
+            rewrite_files(root, settings, ticket, held)
+
+
+def _run_code(end: TicketEnd) -> int:
+    line = f"{end.ticket}: {end.status} after attempt {end.attempt}: {terminal_safe(end.reason)}"
+    closed = end.status in ("closed", "already_closed")
+    print(line, file=sys.stdout if closed else sys.stderr)
+    return OUTCOME_CODES.get(end.status, EXIT_ERROR)
+
+
+def _say(line: str) -> None:
+    print(terminal_safe(line), flush=True)
+
+
+def _ui(args: argparse.Namespace, where: Target) -> int:
+    """The board over this clone's files, kept up to date from the workflows by a thread."""
+    from tf_fsm.ui.server import serve
+
+    stop = threading.Event()
+    mirror = threading.Thread(target=_mirror, args=(where, stop), name="tf-fsm mirror")
+    mirror.start()
+    try:
+        return serve(where.root, host=args.host, port=args.port, open_browser=args.open)
+    finally:
+        stop.set()
+        mirror.join()
+
+
+def _mirror(where: Target, stop: threading.Event) -> None:
+    async def loop() -> None:
+        client = await connect(where)
+        seen: dict[str, int] = {}
+        while not stop.is_set():
+            found = await ticket_files(client, where.root)
+            changed = {t: f for t, f in found.items() if len(f.journal) != seen.get(t)}
+            keep_files(where.root, changed)
+            seen.update({t: len(f.journal) for t, f in changed.items()})
+            await asyncio.sleep(MIRROR_SECONDS)
+
+    asyncio.run(loop())
