@@ -30,6 +30,7 @@ class Cluster:
         self.remote = tmp_path / "remote.git"
         self.workers: dict[str, subprocess.Popen[str]] = {}
         self.started: list[subprocess.Popen[str]] = []
+        self.outputs: dict[int, Path] = {}
 
     def create(self, tickets: Sequence[str], settings: dict[str, Any] | None = None) -> None:
         """The project (settings, tickets, one file per ticket) pushed to the bare remote."""
@@ -77,16 +78,20 @@ class Cluster:
         root = self.clone(name)
         argv = [sys.executable, "-m", "tf_fsm", *args, "--temporal", self.address]
         argv += ["--root", str(root)]
+        out = (self.tmp / f"{name}.out").open("a")
         proc = subprocess.Popen(
-            argv,
-            cwd=root,
-            env=self.env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            argv, cwd=root, env=self.env(), stdout=out, stderr=subprocess.STDOUT, text=True
         )
         self.started.append(proc)
+        self.outputs[proc.pid] = self.tmp / f"{name}.out"
         return proc
+
+    def finish(self, proc: subprocess.Popen[str], seconds: float = 300) -> str:
+        """Wait for a dispatcher; what it printed (its exit code checked: 0)."""
+        code = proc.wait(timeout=seconds)
+        said = self.outputs[proc.pid].read_text()
+        assert code == 0, said
+        return said
 
     def end(self) -> None:
         for proc in self.started:

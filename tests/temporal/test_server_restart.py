@@ -30,10 +30,13 @@ def dev_server(db: Path, port: int, log: Path) -> subprocess.Popen[str]:
     return server
 
 
-def test_a_run_completes_across_a_restart_of_the_server(tmp_path: Path) -> None:
+def test_a_run_completes_across_a_restart_of_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port, db, log = free_port(), tmp_path / "dev.db", tmp_path / "server.log"
     server = dev_server(db, port, log)
     cluster = Cluster(tmp_path, f"127.0.0.1:{port}", "tf-fsm")
+    monkeypatch.setenv("TF_FSM_ROOT", str(cluster.seed.root))
     try:
         cluster.create(["pt-1", "pt-2"])
         reached = pause_in(cluster, "review")
@@ -45,8 +48,7 @@ def test_a_run_completes_across_a_restart_of_the_server(tmp_path: Path) -> None:
         assert server.wait(timeout=30) == 0
         server = dev_server(db, port, log)
         cluster.seed.go()
-        out, err = dispatcher.communicate(timeout=300)
-        assert dispatcher.returncode == 0, err
+        out = cluster.finish(dispatcher)
         assert cluster.merges() == Counter({"pt-1": 1, "pt-2": 1}), out
     finally:
         cluster.end()

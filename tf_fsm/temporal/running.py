@@ -28,7 +28,8 @@ from tf_fsm.temporal.fence import REMOTE
 from tf_fsm.temporal.workflow import NOT_RETRYABLE
 from tf_fsm.workspace import worktree
 from tf_fsm.workspace.git import Git
-from tf_fsm.workspace.model import MERGED_TIP_TRAILER
+from tf_fsm.workspace.model import MERGED_TIP_TRAILER, Workspace
+from tf_fsm.workspace.tk_files import set_aside_tk_changes
 
 #: heartbeats per heartbeat timeout: one lost or late heartbeat is not taken for a death
 BEATS_PER_TIMEOUT = 3
@@ -133,6 +134,10 @@ def base_branch_of(root: Path, settings: LoadedSettings, ticket: str) -> str | N
     return found.base_branch if found is not None else None
 
 
+#: where a worker keeps its root's tk edits before its base moves (refs/tf/<id>/<name>)
+TICKETS_AT_ROOT = "tickets-at-root"
+
+
 def bring_base(git: Git, base: str, ticket: str) -> str | None:
     """Bring this clone's `base` to the remote's (fast-forward only) and return its sha
     (None: the remote has no such branch). Merges of tf-fsm's own the remote never took (a
@@ -154,6 +159,11 @@ def bring_base(git: Git, base: str, ticket: str) -> str | None:
             )
         git.run("update-ref", f"refs/tf/{ticket}/refused-merge-{local[:12]}", local)
     if git.head_branch() == base:
+        # tk's files at a worker's root hold only its own runs' status edits (the state of
+        # record is the remote's base, where merges close tickets): kept under a ref, then
+        # put back as the base has them, so that the base can move
+        at_root = Workspace(ticket, git.cwd, git.cwd, f"tf/{ticket}", base)
+        set_aside_tk_changes(at_root, TICKETS_AT_ROOT)
         git.run("reset", "--quiet", "--keep", remote)
     else:
         git.run("update-ref", ref, remote, local or "")

@@ -1,9 +1,10 @@
 """A worker of the clone at `root`: it polls the shared task queue and its host's own
 (`<queue>@<host>`, so that a workflow can send an attempt's later phases where its first ran),
-runs at most `slots` activities at once across both, and on `stop` stops polling, lets the
-running activities finish for a grace period, then cancels them: a cancelled activity's run is
-ended (its process group; tf_fsm.process) and the phase handed back as a retryable failure,
-so that it is retried elsewhere and resumes at its last checkpoint."""
+runs at most `slots` activities at once from the shared queue and one from its own, and on
+`stop` stops polling, lets the running activities finish for a grace period, then cancels
+them: a cancelled activity's run is ended (its process group; tf_fsm.process) and the phase
+handed back as a retryable failure, so that it is retried elsewhere and resumes at its last
+checkpoint."""
 
 from __future__ import annotations
 
@@ -20,17 +21,10 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.worker import (
     ActivityInboundInterceptor,
-    CustomSlotSupplier,
     ExecuteActivityInput,
-    FixedSizeSlotSupplier,
     Interceptor,
     PollerBehaviorSimpleMaximum,
-    SlotMarkUsedContext,
-    SlotPermit,
-    SlotReleaseContext,
-    SlotReserveContext,
     Worker,
-    WorkerTuner,
 )
 
 from tf_fsm.temporal.dispatch import registered
@@ -38,15 +32,8 @@ from tf_fsm.temporal.workflow import host_queue
 
 #: how long running activities may go on once the worker is told to stop
 GRACE_SECONDS = 30.0
-#: a worker full when a task reached it hands the task back; Temporal retries it after this
-BUSY_RETRY_SECONDS = 1.0
-#: the error types a workflow sees when a worker handed its activity back (both retryable)
-WORKER_BUSY = "WorkerBusy"
+#: the error type a workflow sees when a stopping worker handed its activity back (retried)
 WORKER_STOPPED = "WorkerStopped"
-#: how often a poller waiting for a free slot looks again
-_SLOT_WAIT_SECONDS = 0.05
-#: the SDK's defaults for the task kinds a tf-fsm worker does not limit
-_OTHER_SLOTS = 100
 
 
 def default_host(root: Path) -> str:
@@ -64,40 +51,12 @@ class _Running:
     stopping: bool = False
 
 
-class _Slots(CustomSlotSupplier):
-    """A poller polls only while fewer than `slots` activities run. Two queues each keep a
-    poll open, so a task can still reach a full worker: `_Guard` hands it back."""
-
-    def __init__(self, running: _Running) -> None:
-        self.running = running
-
-    async def reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit:
-        while self.running.count >= self.running.slots:
-            await asyncio.sleep(_SLOT_WAIT_SECONDS)
-        return SlotPermit()
-
-    def try_reserve_slot(self, ctx: SlotReserveContext) -> SlotPermit | None:
-        return SlotPermit() if self.running.count < self.running.slots else None
-
-    def mark_slot_used(self, ctx: SlotMarkUsedContext) -> None:
-        pass
-
-    def release_slot(self, ctx: SlotReleaseContext) -> None:
-        pass
-
-
 class _GuardInbound(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, running: _Running) -> None:
         super().__init__(next)
         self.running = running
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        if self.running.count >= self.running.slots:
-            raise ApplicationError(
-                f"this worker runs {self.running.slots} activities already: handed back",
-                type=WORKER_BUSY,
-                next_retry_delay=timedelta(seconds=BUSY_RETRY_SECONDS),
-            )
         self.running.count += 1
         try:
             return await super().execute_activity(input)
@@ -121,16 +80,6 @@ class _Guard(Interceptor):
         return _GuardInbound(next, self.running)
 
 
-def _tuner(running: _Running) -> WorkerTuner:
-    others = FixedSizeSlotSupplier(_OTHER_SLOTS)
-    return WorkerTuner.create_composite(
-        workflow_supplier=others,
-        activity_supplier=_Slots(running),
-        local_activity_supplier=others,
-        nexus_supplier=others,
-    )
-
-
 async def serve(
     client: Client,
     root: Path,
@@ -145,7 +94,10 @@ async def serve(
     `stop` is set, then shut down as the module says; `polling` is called once both poll."""
     workflows, activities = registered(root, host)
     running = _Running(slots)
-    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tf-fsm activity") as pool:
+    # the host's own queue takes one phase beside the shared queue's `slots`: a phase that
+    # goes on with an attempt begun here (a worker never hands a task back, which would spend
+    # one of the phase's retries)
+    with ThreadPoolExecutor(max_workers=slots + 1, thread_name_prefix="tf-fsm activity") as pool:
         common: dict[str, Any] = {
             "activities": activities,
             "activity_executor": pool,
@@ -154,9 +106,15 @@ async def serve(
             "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(1),
         }
         shared = Worker(
-            client, task_queue=queue, workflows=workflows, tuner=_tuner(running), **common
+            client,
+            task_queue=queue,
+            workflows=workflows,
+            max_concurrent_activities=slots,
+            **common,
         )
-        mine = Worker(client, task_queue=host_queue(queue, host), tuner=_tuner(running), **common)
+        mine = Worker(
+            client, task_queue=host_queue(queue, host), max_concurrent_activities=1, **common
+        )
         runs: asyncio.Future[Any] = asyncio.gather(shared.run(), mine.run())
         polling()
         stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())

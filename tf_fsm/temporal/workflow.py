@@ -81,7 +81,7 @@ class TicketWorkflow:
         while True:
             if report.status in STOPS:
                 break
-            if report.step.action == "awaiting_merge":
+            if report.status == "awaiting_merge":  # passed, its merge held (`--hold-merge`)
                 merged = await self._merge(order, report)
                 report = _as_phase(merged, report)
                 if merged.status != "merged" and report.step.action == "awaiting_merge":

@@ -14,10 +14,10 @@ from tf_fsm.workspace.git import Git, literal
 from tf_fsm.workspace.model import TK_DIR, Workspace
 
 
-def set_aside_tk_changes(ws: Workspace) -> str | None:
+def set_aside_tk_changes(ws: Workspace, name: str = "tickets-in-worktree") -> str | None:
     """Keep the worktree's changes under `.tickets/` as a commit on HEAD under
-    `refs/tf/<id>/tickets-in-worktree`, then restore `.tickets/` to HEAD; the ref, or None
-    when nothing there changed (one git process then)."""
+    `refs/tf/<id>/<name>`, then restore `.tickets/` to HEAD; the ref, or None when nothing
+    there changed (one git process then)."""
     git = ws.git
     spec = ["--", *literal([TK_DIR])]
     if not git.out("status", "--porcelain", "-z", "--untracked-files=all", *spec):
@@ -30,10 +30,10 @@ def set_aside_tk_changes(ws: Workspace) -> str | None:
         tree = aside.out("write-tree")
     finally:
         index.unlink(missing_ok=True)
-    text = commit_message("tf-fsm: tk file changes made in the worktree", ws.ticket_id, {})
+    text = commit_message(f"tf-fsm: tk file changes kept as {name}", ws.ticket_id, {})
     made = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text, env=git.commit_env())
     sha = made.stdout.strip()
-    ref = save_ref(ws, "tickets-in-worktree", sha)
+    ref = save_ref(ws, name, sha)
     _restore_tk_files(ws)
     return ref
 
