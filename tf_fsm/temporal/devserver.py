@@ -37,6 +37,9 @@ def check_port_free(port: int) -> None:
     """UsageError unless `port` can be bound on the loopback address: the server would fail,
     and another program listening there would be taken for it."""
     with socket.socket() as probe:
+        # as the server binds (Go sets SO_REUSEADDR): a port whose last connections linger
+        # in TIME_WAIT, after a restart, is free to it
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((LOOPBACK, port))
         except OSError as exc:
