@@ -12,7 +12,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tf_fsm.temporal.dispatch import running_worker
+from tf_fsm.temporal.worker import running_worker
 
 
 async def main(address: str, root: str, queue: str) -> None:

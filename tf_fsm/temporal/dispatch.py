@@ -1,4 +1,4 @@
-"""Starting a ticket's workflow, and a worker that runs tickets' workflows and attempts.
+"""Starting a ticket's workflow, and what a worker registers (its worker: tf_fsm.temporal.worker).
 
 A dispatcher starts each ticket's workflow under its one id (tf_fsm.temporal.identity) with
 the "use existing" conflict policy: a second start, from this host or another, while the
@@ -6,15 +6,12 @@ ticket runs gets the running workflow's handle and starts nothing."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.worker import Worker
 
 from tf_fsm.temporal.activities import TicketActivities
 from tf_fsm.temporal.identity import repository_identity, workflow_id
@@ -42,24 +39,3 @@ def registered(root: Path, host: str | None = None) -> tuple[list[type], list[Ca
     worker registers (a workflow or activity missing from a worker would never run there)."""
     found = TicketActivities(root, host)
     return [TicketWorkflow], [found.run_attempt, found.next_step]
-
-
-@contextlib.asynccontextmanager
-async def running_worker(
-    client: Client, root: Path, task_queue: str = TASK_QUEUE, slots: int = 1
-) -> AsyncIterator[Worker]:
-    """A worker polling `task_queue` while the block runs, its activities run in `root` (a
-    clone of the repository), at most `slots` at once. On leaving, it stops polling and
-    waits for the activities it runs (Temporal's graceful shutdown)."""
-    workflows, activities = registered(root)
-    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tf-fsm activity") as pool:
-        worker = Worker(
-            client,
-            task_queue=task_queue,
-            workflows=workflows,
-            activities=activities,
-            activity_executor=pool,
-            max_concurrent_activities=slots,
-        )
-        async with worker:
-            yield worker

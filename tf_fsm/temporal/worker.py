@@ -8,8 +8,9 @@ so that it is retried elsewhere and resumes at its last checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -34,6 +35,7 @@ from temporalio.worker import (
 )
 
 from tf_fsm.temporal.dispatch import registered
+from tf_fsm.temporal.orders import TASK_QUEUE
 
 #: how long running activities may go on once the worker is told to stop
 GRACE_SECONDS = 30.0
@@ -171,3 +173,31 @@ async def serve(
             running.stopping = True
             await asyncio.gather(shared.shutdown(), mine.shutdown())
         await runs  # a worker's fatal error, raised
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    client: Client,
+    root: Path,
+    task_queue: str = TASK_QUEUE,
+    slots: int = 1,
+    host: str | None = None,
+    grace: float = 0.0,
+) -> AsyncIterator[None]:
+    """`serve` while the block runs (a worker in this process, as the tests start one): it
+    polls once the block starts; on leaving, it stops as `serve` does (`grace` 0: running
+    activities are handed back at once)."""
+    stop, polling = asyncio.Event(), asyncio.Event()
+    served = asyncio.ensure_future(
+        serve(client, root, task_queue, host or default_host(root), slots, stop, grace, polling.set)
+    )
+    ready = asyncio.ensure_future(polling.wait())
+    await asyncio.wait([served, ready], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if served.done():
+        await served  # it failed before polling: its error
+    try:
+        yield
+    finally:
+        stop.set()
+        await served
