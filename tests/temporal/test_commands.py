@@ -22,12 +22,14 @@ pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 from temporalio.api.enums.v1 import EventType
 
+from tests.conftest import tk_ticket
 from tests.temporal.conftest import DevServer
 from tests.temporal.test_ticket_workflow import agent_calls, setup
 from tf_fsm.settings.load import load_settings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.temporal.dispatch import start_ticket
 from tf_fsm.temporal.worker import WORKER_STOPPED
+from tf_fsm.tk.tickets import read
 
 DEV_LINE = re.compile(
     r"^temporal dev server: (127\.0\.0\.1:(\d+)) \(history in (.+)\); Ctrl-C stops it$"
@@ -229,3 +231,51 @@ def test_a_phase_running_when_its_worker_stops_is_handed_back_and_taken_over(
     state = store.load_retry_state()
     assert state is not None and [a.attemptNumber for a in state.attempts] == [1]
     assert set(agent_calls(project).values()) == {1}
+
+
+def test_a_killed_workers_run_dies_with_it(
+    project: Path, temporal: DevServer, started: Started
+) -> None:
+    clone_of_a_remote(project)
+    setup(project)
+    (project / "scenario.json").write_text(json.dumps({"findings": [], "delaySeconds": 30}))
+    store = open_store(project, load_settings(project), "pt-1")
+    queue = f"q-{project.parent.name}"
+    worker, _ = start_worker(started, project, temporal.address, "--task-queue", queue)
+    handle = temporal.run(start_ticket(temporal.client, project, "pt-1", task_queue=queue))
+    try:
+        deadline = time.monotonic() + 30
+        while (run := store.lock_holder()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run is not None, "the worker never started the attempt"
+        worker.send_signal(signal.SIGKILL)
+        assert gone(run, within=2.0), "the killed worker's `tf-fsm run` outlived it"
+    finally:
+        temporal.run(handle.terminate())
+
+
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_worker_runs_at_most_its_slots_at_once(
+    project: Path, temporal: DevServer, started: Started, slots: int
+) -> None:
+    clone_of_a_remote(project)
+    setup(project)
+    (project / ".tickets/pt-2.md").write_text(tk_ticket("pt-2"))
+    (project / "scenario.json").write_text(json.dumps({"findings": [], "delaySeconds": 0.5}))
+    stores = [open_store(project, load_settings(project), t) for t in ("pt-1", "pt-2")]
+    queue = f"q-{project.parent.name}"
+    start_worker(started, project, temporal.address, "--task-queue", queue, "--slots", str(slots))
+    handles = [
+        temporal.run(start_ticket(temporal.client, project, t, task_queue=queue))
+        for t in ("pt-1", "pt-2")
+    ]
+    most = 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        held = sum(store.lock_holder() is not None for store in stores)
+        most = max(most, held)
+        if all(read(project, t).status == "closed" for t in ("pt-1", "pt-2")):
+            break
+        time.sleep(0.01)
+    assert [temporal.run(h.result()).status for h in handles] == ["closed", "closed"]
+    assert most == slots

@@ -269,3 +269,17 @@ def test_the_tls_settings_send_the_client_certificate(
     assert f"no Temporal server answered at {address}" in result.stderr
     subjects = [dict(part[0] for part in cert["subject"]) for cert in shown]
     assert {"commonName": "tf-fsm-worker"} in subjects
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--slots", "0", "argument --slots: '0': a whole number, 1 to 256"),
+        ("--grace", "nan", "argument --grace: 'nan': seconds, 0 to 86400"),
+        ("--task-queue", "q@h", "argument --task-queue: 'q@h' is not a task queue name"),
+    ],
+)
+def test_bad_worker_flags_exit_2_naming_the_flag(flag: str, value: str, said: str) -> None:
+    result = run_cli("worker", "--temporal", "127.0.0.1:7233", flag, value)
+    assert result.returncode == 2
+    assert said in result.stderr

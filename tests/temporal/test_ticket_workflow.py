@@ -24,8 +24,9 @@ from tests.temporal.conftest import DevServer
 from tf_fsm.core.journal import InvocationFinished
 from tf_fsm.settings.load import load_settings
 from tf_fsm.storage.backends import open_store
-from tf_fsm.temporal.dispatch import running_worker, start_ticket
+from tf_fsm.temporal.dispatch import start_ticket
 from tf_fsm.temporal.identity import repository_identity, workflow_id
+from tf_fsm.temporal.worker import running_worker
 from tf_fsm.tk.tickets import read
 
 STRONG = "openai-codex/gpt-5.3-codex"

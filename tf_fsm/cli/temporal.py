@@ -68,16 +68,22 @@ def _queue(value: str) -> str:
 
 
 def _count(value: str) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
     if not 1 <= number <= 256:
-        raise argparse.ArgumentTypeError(f"{value}: 1 to 256")
+        raise argparse.ArgumentTypeError(f"{value!r}: a whole number, 1 to 256")
     return number
 
 
 def _seconds(value: str) -> float:
-    number = float(value)
-    if not 0 <= number <= 86_400:
-        raise argparse.ArgumentTypeError(f"{value}: 0 to 86400 seconds")
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 86_400:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"{value!r}: seconds, 0 to 86400")
     return number
 
 

@@ -1,7 +1,7 @@
 """A worker of the clone at `root`: it polls the shared task queue and its host's own
 (`<queue>@<host>`, so that a workflow can send an attempt's later phases where its first ran),
-runs at most `slots` activities at once from the shared queue and one from its own, and on
-`stop` stops polling, lets the running activities finish for a grace period, then cancels
+runs at most `slots` activities at once across both (tf_fsm.temporal.slots), and on `stop`
+stops polling, lets the running activities finish for a grace period, then cancels
 them: a cancelled activity's run is ended (its process group; tf_fsm.process) and the phase
 handed back as a retryable failure, so that it is retried elsewhere and resumes at its last
 checkpoint."""
@@ -9,10 +9,10 @@ checkpoint."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from temporalio.worker import (
 )
 
 from tf_fsm.temporal.dispatch import registered
+from tf_fsm.temporal.orders import TASK_QUEUE, PhaseReport
+from tf_fsm.temporal.slots import Slots, tuner
 from tf_fsm.temporal.workflow import host_queue
 
 #: how long running activities may go on once the worker is told to stop
@@ -42,42 +44,37 @@ def default_host(root: Path) -> str:
     return f"{socket.gethostname()}:{root.resolve()}"
 
 
-@dataclass
-class _Running:
-    """The activities running in this worker, across its queues (event loop only)."""
-
-    slots: int
-    count: int = 0
-    stopping: bool = False
-
-
 class _GuardInbound(ActivityInboundInterceptor):
-    def __init__(self, next: ActivityInboundInterceptor, running: _Running) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, guard: _Guard) -> None:
         super().__init__(next)
-        self.running = running
+        self.guard = guard
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        self.running.count += 1
         try:
-            return await super().execute_activity(input)
+            done = await super().execute_activity(input)
         except (asyncio.CancelledError, CancelledError):
-            if not self.running.stopping:
+            if not self.guard.stopping:
                 raise  # the workflow cancelled it: it stays cancelled
             # cancelled at the end of the grace period: retried elsewhere, not cancelled
             raise ApplicationError(
                 "the worker stopped before the activity ended: handed back",
                 type=WORKER_STOPPED,
             ) from None
-        finally:
-            self.running.count -= 1
+        if isinstance(done, PhaseReport) and done.status == "paused":
+            self.guard.slots.keep_for_next_phase()
+        return done
 
 
 class _Guard(Interceptor):
-    def __init__(self, running: _Running) -> None:
-        self.running = running
+    """Hands back what a stopping worker's grace period cut short, and keeps a slot for the
+    next phase of an attempt a phase here paused (tf_fsm.temporal.slots)."""
+
+    def __init__(self, slots: Slots) -> None:
+        self.slots = slots
+        self.stopping = False
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _GuardInbound(next, self.running)
+        return _GuardInbound(next, self)
 
 
 async def serve(
@@ -93,28 +90,20 @@ async def serve(
     """Poll `queue` (workflows and activities) and `host`'s own queue (activities) until
     `stop` is set, then shut down as the module says; `polling` is called once both poll."""
     workflows, activities = registered(root, host)
-    running = _Running(slots)
-    # the host's own queue takes one phase beside the shared queue's `slots`: a phase that
-    # goes on with an attempt begun here (a worker never hands a task back, which would spend
-    # one of the phase's retries)
-    with ThreadPoolExecutor(max_workers=slots + 1, thread_name_prefix="tf-fsm activity") as pool:
+    kept = Slots(slots)
+    guard = _Guard(kept)
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tf-fsm activity") as pool:
         common: dict[str, Any] = {
             "activities": activities,
             "activity_executor": pool,
-            "interceptors": [_Guard(running)],
+            "interceptors": [guard],
             "graceful_shutdown_timeout": timedelta(seconds=grace),
             "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(1),
         }
         shared = Worker(
-            client,
-            task_queue=queue,
-            workflows=workflows,
-            max_concurrent_activities=slots,
-            **common,
+            client, task_queue=queue, workflows=workflows, tuner=tuner(kept, False), **common
         )
-        mine = Worker(
-            client, task_queue=host_queue(queue, host), max_concurrent_activities=1, **common
-        )
+        mine = Worker(client, task_queue=host_queue(queue, host), tuner=tuner(kept, True), **common)
         runs: asyncio.Future[Any] = asyncio.gather(shared.run(), mine.run())
         polling()
         stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
@@ -122,6 +111,34 @@ async def serve(
             await asyncio.wait([runs, stopped], return_when=asyncio.FIRST_COMPLETED)
         finally:
             stopped.cancel()
-            running.stopping = True
+            guard.stopping = True
             await asyncio.gather(shared.shutdown(), mine.shutdown())
         await runs  # a worker's fatal error, raised
+
+
+@contextlib.asynccontextmanager
+async def running_worker(
+    client: Client,
+    root: Path,
+    task_queue: str = TASK_QUEUE,
+    slots: int = 1,
+    host: str | None = None,
+    grace: float = 0.0,
+) -> AsyncIterator[None]:
+    """`serve` while the block runs (a worker in this process, as the tests start one): it
+    polls once the block starts; on leaving, it stops as `serve` does (`grace` 0: running
+    activities are handed back at once)."""
+    stop, polling = asyncio.Event(), asyncio.Event()
+    served = asyncio.ensure_future(
+        serve(client, root, task_queue, host or default_host(root), slots, stop, grace, polling.set)
+    )
+    ready = asyncio.ensure_future(polling.wait())
+    await asyncio.wait([served, ready], return_when=asyncio.FIRST_COMPLETED)
+    ready.cancel()
+    if served.done():
+        await served  # it failed before polling: its error
+    try:
+        yield
+    finally:
+        stop.set()
+        await served
