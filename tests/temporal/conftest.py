@@ -83,3 +83,22 @@ def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     finally:
         stop_dev_server(server, STOP_SECONDS)
         loop.close()
+
+
+async def start_ticket(client: Any, root: Path, ticket: str, task_queue: str, **order: Any) -> Any:
+    """The ticket's workflow, as a dispatcher starts it (tf_fsm.temporal.dispatcher): its
+    handle, the running one when there is one (`order`: TicketOrder's other fields)."""
+    from tf_fsm.temporal.dispatcher import start_ticket as dispatch
+    from tf_fsm.temporal.identity import repository_identity
+    from tf_fsm.temporal.orders import TicketOrder
+
+    placed = TicketOrder(repository_identity(root), ticket, task_queue=task_queue, **order)
+    return (await dispatch(client, placed)).handle
+
+
+def clone_of_a_remote(project: Path) -> None:
+    """The project becomes a git repository whose `origin` is a bare one beside it."""
+    remote = project.parent / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "remote", "add", "origin", str(remote)], cwd=project, check=True)
