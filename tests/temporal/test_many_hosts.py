@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -16,11 +18,13 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
+from tests.gitrepo import git
 from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
 from tests.temporal.conftest import DevServer
 from tf_fsm.temporal.identity import repository_identity, workflow_id
 
 TICKETS = [f"pt-{n}" for n in range(1, 7)]
+SECRET = "sk-ant-api03-" + "Q" * 40
 
 
 @pytest.fixture
@@ -45,11 +49,18 @@ def runs_of(temporal: DevServer, root: Path, ticket: str) -> int:
     return temporal.run(count())
 
 
+def history(temporal: DevServer, root: Path, ticket: str) -> str:
+    """The ticket's workflow history, as JSON."""
+    handle = temporal.client.get_workflow_handle(workflow_id(repository_identity(root), ticket))
+    return str(temporal.run(handle.fetch_history()).to_json())
+
+
 def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
     cluster: Cluster, temporal: DevServer
 ) -> None:
     cluster.create(TICKETS)
-    cluster.seed.plan(edits=[{"phase": "implement", "file": "src/{ticket}.txt", "text": "done"}])
+    edit = {"phase": "implement", "file": "src/{ticket}.txt", "text": "done"}
+    cluster.seed.plan(edits=[edit], secret=SECRET)  # the reviewers write it in their reviews
     for host in ("host-a", "host-b", "host-c"):
         cluster.worker(host)
     first = cluster.dispatcher("ralph")
@@ -70,6 +81,9 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
     assert {c["ticket"] for c in cluster.agent_calls()} == set(TICKETS)
     hosts = {Path(c["cwd"]).relative_to(cluster.tmp).parts[0] for c in cluster.agent_calls()}
     assert len(hosts) > 1, hosts  # the backlog spread over the hosts
+    for tid in TICKETS:  # an attempt's phases stay on the host of its first (its own queue)
+        ran = {host_of(cluster, c["cwd"]) for c in cluster.agent_calls() if c["ticket"] == tid}
+        assert len(ran) == 1, (tid, ran)
     desk = cluster.clone("desk")
     for tid in TICKETS:
         assert runs_of(temporal, desk, tid) == 1
@@ -78,6 +92,22 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
         assert '"status": "closed"' in (files / "retry-state.json").read_text()
         assert (files / "events.jsonl").read_text().count('"TicketClosed"') == 1
     assert "closed" in out
+    # what leaves a host is redacted: the histories and the knowledge commits hold no secret
+    assert all(SECRET not in history(temporal, desk, tid) for tid in TICKETS)
+    knowledge = git(cluster.remote, "log", "-p", "--all", "--format=%H")
+    assert "Reviewed with credentials" in knowledge and SECRET not in knowledge
+    status = subprocess.run(
+        [sys.executable, "-m", "tf_fsm", "status", "--temporal", cluster.address, "--json"],
+        cwd=desk,
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+    )
+    assert status.returncode == 0, status.stderr
+    rows = {row["ticket"]: row for row in map(json.loads, status.stdout.splitlines())}
+    assert {tid: (rows[tid]["workflow"], rows[tid]["last"]) for tid in TICKETS} == dict.fromkeys(
+        TICKETS, ("completed", "closed")
+    )
 
 
 def pause_in(cluster: Cluster, phase: str) -> Path:

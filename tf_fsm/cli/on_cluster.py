@@ -13,11 +13,14 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+from temporalio.service import RPCError
+
 from tf_fsm.cli.exits import EXIT_ERROR, OUTCOME_CODES
-from tf_fsm.errors import EXIT_INTERRUPTED, UsageError
+from tf_fsm.errors import EXIT_INTERRUPTED, TfFsmError, UsageError
 from tf_fsm.settings.load import load_settings
-from tf_fsm.temporal.commands import Cluster, dispatch, print_rows, rows, ticket_files
+from tf_fsm.temporal.commands import Cluster, Known, dispatch, known_tickets, print_rows, rows
 from tf_fsm.temporal.connect import Target, connect
+from tf_fsm.temporal.dispatcher import DONE
 from tf_fsm.temporal.materialize import rewrite_files
 from tf_fsm.temporal.orders import TicketEnd, TicketFiles
 from tf_fsm.views.terminal import terminal_safe
@@ -84,29 +87,70 @@ def _say(line: str) -> None:
     print(terminal_safe(line), flush=True)
 
 
+class ClusterView:
+    """The board's view of the cluster (tf_fsm.ui.board.Elsewhere), kept by the mirror."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, Known] = {}
+        self._lock = threading.Lock()
+
+    def update(self, known: dict[str, Known]) -> None:
+        with self._lock:
+            self._known = known
+
+    def holds(self, ticket_id: str) -> bool:
+        with self._lock:
+            found = self._known.get(ticket_id)
+        return found is not None and found.running
+
+    def closed(self, ticket_id: str) -> str | None:
+        with self._lock:
+            found = self._known.get(ticket_id)
+        if found is None or found.end is None or found.end.status not in DONE:
+            return None
+        return "closed by its workflow (on the remote's base: `git pull` brings the tk close)"
+
+
 def _ui(args: argparse.Namespace, where: Target) -> int:
     """The board over this clone's files, kept up to date from the workflows by a thread."""
     from tf_fsm.ui.server import serve
 
-    stop = threading.Event()
-    mirror = threading.Thread(target=_mirror, args=(where, stop), name="tf-fsm mirror")
+    view, stop = ClusterView(), threading.Event()
+    mirror = threading.Thread(target=_mirror, args=(where, view, stop), name="tf-fsm mirror")
     mirror.start()
     try:
-        return serve(where.root, host=args.host, port=args.port, open_browser=args.open)
+        return serve(
+            where.root, host=args.host, port=args.port, open_browser=args.open, elsewhere=view
+        )
     finally:
         stop.set()
         mirror.join()
 
 
-def _mirror(where: Target, stop: threading.Event) -> None:
+def _mirror(where: Target, view: ClusterView, stop: threading.Event) -> None:
+    """Every MIRROR_SECONDS: the workflows' files into this clone (those whose journal
+    changed), and what runs and what closed into the board's view."""
+
     async def loop() -> None:
         client = await connect(where)
         seen: dict[str, int] = {}
+        said: str | None = None
         while not stop.is_set():
-            found = await ticket_files(client, where.root)
-            changed = {t: f for t, f in found.items() if len(f.journal) != seen.get(t)}
-            keep_files(where.root, changed)
-            seen.update({t: len(f.journal) for t, f in changed.items()})
+            try:
+                known = await known_tickets(client, where.root)
+                view.update(known)
+                changed = {
+                    t: k.files for t, k in known.items() if len(k.files.journal) != seen.get(t)
+                }
+                keep_files(where.root, changed)
+                seen.update({t: len(f.journal) for t, f in changed.items()})
+                said = None
+            except (RPCError, TfFsmError) as exc:  # said once, tried again
+                if str(exc) != said:
+                    print(
+                        f"tf-fsm ui: the cluster's tickets not brought here: {exc}", file=sys.stderr
+                    )
+                said = str(exc)
             await asyncio.sleep(MIRROR_SECONDS)
 
     asyncio.run(loop())

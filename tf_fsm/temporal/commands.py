@@ -115,8 +115,9 @@ async def _row(client: Client, repository: str, ticket: str) -> Row:
 
 
 def print_rows(found: Sequence[Row], as_json: bool, say: Say) -> None:
-    if as_json:
-        say(json.dumps([row.to_json() for row in found], indent=2))
+    if as_json:  # one object per ticket per line, as `status --json`
+        for row in found:
+            say(json.dumps(row.to_json()))
         return
     say(f"{'TICKET':<12} {'WORKFLOW':<11} {'PHASES':>6} {'ATTEMPT':>7}  {'LAST':<24} HOST")
     for row in found:
@@ -132,20 +133,32 @@ def print_rows(found: Sequence[Row], as_json: bool, say: Say) -> None:
         )
 
 
-async def ticket_files(client: Client, root: Path) -> dict[str, TicketFiles]:
-    """The files each ticket's workflow (its latest run) holds, for the tickets that have
-    one: what `ui --temporal` shows."""
+@dataclass(frozen=True)
+class Known:
+    """A ticket as its workflow (the latest run of its id) knows it: its files, whether it
+    runs now, and how it ended (None while it runs)."""
+
+    files: TicketFiles
+    running: bool
+    end: TicketEnd | None
+
+
+async def known_tickets(client: Client, root: Path) -> dict[str, Known]:
+    """The tickets of the backlog that have a workflow, as it knows them (`ui --temporal`)."""
     repository = repository_identity(root)
     backlog = tickets.scan(tickets.tickets_dir(root))
-    found: dict[str, TicketFiles] = {}
+    found: dict[str, Known] = {}
     for ticket in sorted(backlog.records):
         handle = client.get_workflow_handle(workflow_id(repository, ticket), result_type=TicketEnd)
         try:
             status = (await handle.describe()).status
             if status == WorkflowExecutionStatus.COMPLETED:
-                found[ticket] = (await handle.result()).files
+                end = await handle.result()
+                found[ticket] = Known(end.files, False, end)
             else:
-                found[ticket] = (await handle.query(TicketWorkflow.progress)).files
+                progress = await handle.query(TicketWorkflow.progress)
+                running = status == WorkflowExecutionStatus.RUNNING
+                found[ticket] = Known(progress.files, running, None)
         except RPCError as exc:
             if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 raise

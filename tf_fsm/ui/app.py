@@ -24,7 +24,7 @@ from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.ui.actions import ACTIONS, Actions
-from tf_fsm.ui.board import Board, filtered
+from tf_fsm.ui.board import Board, Elsewhere, filtered
 from tf_fsm.ui.cards import COLUMNS
 from tf_fsm.ui.live import Hub, Listener
 from tf_fsm.ui.page import LogTail, newest_log, read_tail, ticket_page
@@ -41,6 +41,7 @@ class Options:
     settings: LoadedSettings
     allow_actions: bool = False
     token: str | None = None
+    elsewhere: Elsewhere | None = None  # `ui --temporal`: the cluster's workflows
 
 
 def templates() -> Environment:
@@ -60,7 +61,7 @@ class BoardApp:
 
     def __init__(self, options: Options, board: Board | None = None) -> None:
         self.options = options
-        self.board = board or Board(options.root, options.settings)
+        self.board = board or Board(options.root, options.settings, options.elsewhere)
         self.env = templates()
         self.csrf = secrets.token_urlsafe(24)  # actions must send it back in a header
         self.actions = Actions(options.root)

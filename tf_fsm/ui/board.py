@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.backends import ticket_stores
@@ -63,11 +64,22 @@ def _stat_key(directory: Path) -> _Key:
     return tuple(key)
 
 
+class Elsewhere(Protocol):
+    """Where tickets run when not in this clone (`ui --temporal`: the cluster's workflows):
+    whether one runs there now, and why it is closed there (None: it is not)."""
+
+    def holds(self, ticket_id: str) -> bool: ...
+
+    def closed(self, ticket_id: str) -> str | None: ...
+
+
 class Board:
     """The project's cards. Thread-safe: the server refreshes it from a worker thread."""
 
-    def __init__(self, root: Path, settings: LoadedSettings) -> None:
-        self.root, self.settings = root, settings
+    def __init__(
+        self, root: Path, settings: LoadedSettings, elsewhere: Elsewhere | None = None
+    ) -> None:
+        self.root, self.settings, self.elsewhere = root, settings, elsewhere
         self.stores = ticket_stores(root, settings)
         self.state_dir = self.stores.knowledge / "tickets"
         self._opened: dict[str, Store] = {}  # a store per ticket, for its lock's probe
@@ -94,6 +106,8 @@ class Board:
             facts = read_state(self.root, self.settings, ticket_id) if any(key[:2]) else None
             self._facts[ticket_id] = cached = (key, facts)
         held = key[2] is not None and self._store(ticket_id).lock_holder() is not None
+        if self.elsewhere is not None:
+            held = held or self.elsewhere.holds(ticket_id)
         return cached[1], held
 
     def _store(self, ticket_id: str) -> Store:
@@ -105,8 +119,15 @@ class Board:
     def _card(self, ticket_id: str) -> Card:
         facts, held = self._state(ticket_id)
         record = self._records.get(ticket_id)
+        closed = self.elsewhere.closed(ticket_id) if self.elsewhere is not None else None
         return make_card(
-            ticket_id, record, facts, self.settings, ready=ticket_id in self._ready, held=held
+            ticket_id,
+            record,
+            facts,
+            self.settings,
+            ready=ticket_id in self._ready,
+            held=held,
+            closed_elsewhere=closed,
         )
 
     def rescan(self) -> list[str]:

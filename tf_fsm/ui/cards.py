@@ -94,15 +94,22 @@ def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFac
 
 
 def place(
-    record: TkRecord | None, facts: StateFacts | None, ready: bool, held: bool
+    record: TkRecord | None,
+    facts: StateFacts | None,
+    ready: bool,
+    held: bool,
+    closed_elsewhere: str | None = None,
 ) -> tuple[str, str]:
     """(column, note) of a ticket. `ready`: tk ready would list it; `held`: a run holds its
-    lock now."""
+    lock now (here, or on a cluster's worker); `closed_elsewhere`: why it is closed though
+    this clone's tk file is not yet (its workflow closed it on the shared remote)."""
     if facts is not None and facts.error is not None:  # said even when tk has it closed
         return "error", f"unreadable state: {facts.error}"
     view = facts.view if facts else None
     if record is not None and is_closed(record.status):
         return "closed", "closed in tk"
+    if closed_elsewhere is not None:
+        return "closed", closed_elsewhere
     if view is None or view.status is None or view.state == CLOSED:
         if record is None:
             return ("closed", "no ticket file") if view else ("waiting", "no ticket file")
@@ -149,8 +156,9 @@ def make_card(
     *,
     ready: bool,
     held: bool,
+    closed_elsewhere: str | None = None,
 ) -> Card:
-    column, note = place(record, facts, ready, held)
+    column, note = place(record, facts, ready, held, closed_elsewhere)
     view = facts.view if facts else None
     running = column == "running" and facts is not None
     return Card(

@@ -17,6 +17,7 @@ from tf_fsm.errors import UsageError
 from tf_fsm.fs.atomic import make_dirs
 from tf_fsm.settings.load import load_settings
 from tf_fsm.ui.app import BoardApp, Options
+from tf_fsm.ui.board import Elsewhere
 from tf_fsm.ui.guard import Guard, is_loopback
 
 #: how long a stopping server lets open pages' streams finish
@@ -77,6 +78,7 @@ def serve(
     open_browser: bool = False,
     allow_actions: bool = False,
     out: TextIO | None = None,
+    elsewhere: Elsewhere | None = None,
 ) -> int:
     """Serve the board of the project at `root`. Off loopback a token is generated and is
     part of the printed URL, which is the only place it appears."""
@@ -86,7 +88,7 @@ def serve(
     settings = load_settings(root)
     token = None if is_loopback(host) else secrets.token_urlsafe(24)
     sock = bind(host, port)
-    board = BoardApp(Options(root, settings, allow_actions, token))
+    board = BoardApp(Options(root, settings, allow_actions, token, elsewhere))
     # As `watch` does: the directory where ticket state will appear must exist to be watched.
     make_dirs(board.board.state_dir, within=root)
     board.board.rescan()  # a backlog that cannot be read fails here, before the URL is printed
