@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,8 +21,9 @@ pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 from tests.gitrepo import git
 from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
-from tests.temporal.conftest import DevServer
-from tf_fsm.temporal.identity import repository_identity, workflow_id
+from tests.temporal.conftest import DevServer, start_ticket
+from tf_fsm.temporal.identity import repository_identity, workflow_id, workflow_prefix
+from tf_fsm.temporal.merge_queue import merge_queue_id
 
 TICKETS = [f"pt-{n}" for n in range(1, 7)]
 SECRET = "sk-ant-api03-" + "Q" * 40
@@ -85,7 +87,11 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
         ran = {host_of(cluster, c["cwd"]) for c in cluster.agent_calls() if c["ticket"] == tid}
         assert len(ran) == 1, (tid, ran)
     desk = cluster.clone("desk")
+    # the dispatchers' clones hold the merges, and the tk closes with them
+    assert git(desk, "rev-parse", "main") == git(cluster.remote, "rev-parse", "main")
+    assert "main fast-forwarded" in out
     for tid in TICKETS:
+        assert "status: closed" in (desk / ".tickets" / f"{tid}.md").read_text()
         assert runs_of(temporal, desk, tid) == 1
         # the dispatcher's clone ends with the ticket's files, as a local run leaves them
         files = desk / ".tf/knowledge/tickets" / tid
@@ -201,3 +207,41 @@ def test_a_frozen_worker_s_stale_phase_is_refused_and_pushes_nothing(
         if '"PhaseCompleted"' in line and '"implement"' in line
     ]
     assert len(implemented) == 1
+
+
+def test_the_merge_queue_continues_as_new_and_merges_each_ticket_once(
+    cluster: Cluster, temporal: DevServer
+) -> None:
+    """Three tickets through a merge queue that continues as new every 2 merges."""
+    tickets = ["pt-1", "pt-2", "pt-3"]
+    cluster.create(tickets)
+    cluster.seed.plan(edits=[{"phase": "implement", "file": "src/{ticket}.txt", "text": "done"}])
+    cluster.worker("host-a", slots=2)
+    desk = cluster.clone("desk")
+
+    async def run_all() -> list[Any]:
+        handles = [
+            await start_ticket(
+                temporal.client,
+                desk,
+                tid,
+                cluster.queue,
+                heartbeat_timeout_seconds=HEARTBEAT_TIMEOUT,
+                merges_per_run=2,
+            )
+            for tid in tickets
+        ]
+        return [await handle.result() for handle in handles]
+
+    ends = temporal.run(run_all())
+
+    assert [end.status for end in ends] == ["closed"] * 3
+    assert cluster.merges() == Counter(dict.fromkeys(tickets, 1))
+    queue = merge_queue_id(workflow_prefix(repository_identity(desk)), "main")
+
+    async def runs() -> list[str]:
+        found = temporal.client.list_workflows(f'WorkflowId = "{queue}"')
+        return [w.status.name async for w in found if w.status is not None]
+
+    statuses = temporal.run(runs())
+    assert statuses.count("CONTINUED_AS_NEW") == 1, statuses

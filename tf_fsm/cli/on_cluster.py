@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from tf_fsm.cli.exits import EXIT_ERROR, OUTCOME_CODES
 from tf_fsm.errors import EXIT_INTERRUPTED, TfFsmError, UsageError
 from tf_fsm.settings.load import load_settings
+from tf_fsm.temporal.catch_up import catch_up
 from tf_fsm.temporal.commands import Cluster, Known, dispatch, known_tickets, print_rows, rows
 from tf_fsm.temporal.connect import Target, connect
 from tf_fsm.temporal.dispatcher import DONE
@@ -62,6 +63,8 @@ async def _main(command: str, args: argparse.Namespace, where: Target) -> int:
     only = [args.ticket] if command == "run" else None
     ends = await dispatch(cluster, where.root, only, _say)
     keep_files(where.root, {tid: end.files for tid, end in ends.items()})
+    if any(end.status in DONE for end in ends.values()) and (moved := catch_up(where.root)):
+        _say(moved)
     if command == "run":
         return _run_code(ends[args.ticket])
     return 0
