@@ -14,6 +14,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from tf_fsm.settings.load import LoadedSettings, load_settings
 from tf_fsm.temporal.dispatcher import Dispatcher, run_backlog
 from tf_fsm.temporal.identity import repository_identity, workflow_id
 from tf_fsm.temporal.orders import Progress, TicketEnd, TicketFiles, TicketOrder
@@ -21,6 +22,27 @@ from tf_fsm.temporal.workflow import TicketWorkflow
 from tf_fsm.tk import tickets
 
 Say = Callable[[str], None]
+
+
+#: tf_fsm's own work in a phase (its files, git, the child's start), beside its agents and gates
+OWN_SECONDS = 300.0
+
+
+def phase_limit(settings: LoadedSettings) -> float:
+    """The longest a phase may take by the settings (its activity's start-to-close timeout):
+    each of its roles' invocations timed out and restarted as often as allowed (a review
+    runs every reviewer), the quality gates likewise, and tf_fsm's own work."""
+    executor, flow = settings.settings.executor, settings.workflow
+    roles = max(1, len(flow.enableReviewers))
+    invocation = (executor.timeoutSeconds + executor.restartBackoffSeconds) * (
+        1 + executor.maxRestarts
+    )
+    gates = sum(
+        gate.timeoutSeconds
+        * (1 + (gate.maxRetries if gate.maxRetries is not None else flow.qualityGateMaxRetries))
+        for gate in flow.qualityGates
+    )
+    return roles * (invocation + executor.waitSeconds) + gates + OWN_SECONDS
 
 
 @dataclass(frozen=True)
@@ -34,12 +56,14 @@ class Cluster:
 
     def order(self, root: Path) -> Callable[[str], TicketOrder]:
         repository = repository_identity(root)
+        limit = phase_limit(load_settings(root))
 
         def make(ticket: str) -> TicketOrder:
             return TicketOrder(
                 repository,
                 ticket,
                 task_queue=self.task_queue,
+                phase_timeout_seconds=limit,
                 heartbeat_timeout_seconds=self.heartbeat_timeout_seconds,
             )
 
