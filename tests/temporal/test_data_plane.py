@@ -96,18 +96,22 @@ def test_a_stale_try_pushes_nothing_and_fails(hosts: Hosts) -> None:
     assert hosts.calls() == calls  # no agent ran
 
 
-def test_a_try_whose_completion_was_lost_is_replaced_by_the_next_try(hosts: Hosts) -> None:
-    """Try 1 published and its completion never reached the history; try 2 of the same
-    activity runs on the history's files and its publication replaces try 1's."""
+def test_a_phase_whose_completion_was_lost_is_not_run_again(hosts: Hosts) -> None:
+    """Try 1 published and its completion never reached the history; try 2 of the phase, on
+    the other host, finds that publication on the remote and returns its report: the phase
+    is not run again, nothing more is published."""
     first = phase(hosts, hosts.a, TicketFiles(), "phase-1")
     lost = phase(hosts, hosts.b, first.files, "phase-2")
+    journal = hosts.a / ".tf/knowledge/tickets" / TICKET / "events.jsonl"
+    before = journal.read_text()
     order = hosts.order(first.files)
     again: PhaseReport = run_activity(
         hosts.activities(hosts.a).run_phase, order, activity_id="phase-2", attempt=2
     )
-    assert again.phase == "review" and again.files.knowledge != lost.files.knowledge
-    assert hosts.remote_ref(knowledge_ref(TICKET)) == again.files.knowledge
-    assert again.files.journal[: len(first.files.journal)] == first.files.journal
+    assert again == lost  # its report, host and files: the same
+    assert again.phase == "review"
+    assert hosts.remote_ref(knowledge_ref(TICKET)) == lost.files.knowledge
+    assert journal.read_text() == before  # nothing ran on host A
 
 
 def test_the_journal_rewritten_from_the_history_replaces_a_longer_local_one(

@@ -11,8 +11,10 @@ whatever an agent leaves running is ended with that child, never another ticket'
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from temporalio import activity
@@ -32,8 +34,8 @@ from tf_fsm.temporal.fence import (
     take,
 )
 from tf_fsm.temporal.identity import repository_identity
-from tf_fsm.temporal.knowledge import commit_knowledge, knowledge_ref
-from tf_fsm.temporal.materialize import Materialized, materialize
+from tf_fsm.temporal.knowledge import commit_knowledge, knowledge_ref, report_of
+from tf_fsm.temporal.materialize import Materialized, fetch_shas, materialize
 from tf_fsm.temporal.orders import (
     MergeOrder,
     MergeReport,
@@ -80,35 +82,56 @@ class TicketActivities:
 
     @activity.defn(name=RUN_PHASE)
     def run_phase(self, order: PhaseOrder) -> PhaseReport:
-        """The ticket's next phase, on the history's files; its report and new files."""
+        """The ticket's next phase, on the history's files; its report and new files. A phase
+        a try of this workflow run already published from these files (its completion was
+        lost, or the phase went to another host meanwhile) is not run again: its report,
+        from its knowledge commit, is the answer."""
         self._check(order.repository, order.ticket)
-        owned, leases = self._own(order.ticket, order.files)
+        owned, leases, published = self._own(order.ticket, order.files)
+        if published is not None and (done := self._published(order, leases)) is not None:
+            return done
         made = self._materialize(order.ticket, order.files)
         argv = ["run", order.ticket, "--once", "--phases", "1", "--hold-merge", "--json"]
         outcome, _ = run_child(self.root, argv, order.ticket, self.host, made.store)
         lines = made.store.journal_lines()
         added = lines[len(order.files.journal) :]
-        files = self._publish(owned, made, leases, lines, phase_of(added) or "phase")
         redact = Redactor.from_environ(os.environ)
-        return PhaseReport(
+        report = PhaseReport(
             ticket=order.ticket,
             status=outcome.status,
             attempt=outcome.attempt,
             phase=phase_of(added),
             reason=redact(outcome.reason),
             journal=added,
-            files=files,
+            files=order.files,  # replaced by what is published below
             step=self._step(made, redact),
             host=self.host,
             base=base_branch_of(self.root, made.settings, order.ticket),
         )
+        text = json.dumps({k: v for k, v in asdict(report).items() if k != "files"})
+        files = self._publish(owned, made, leases, lines, report.phase or "phase", report=text)
+        return replace(report, files=files)
+
+    def _published(self, order: PhaseOrder, leases: dict[str, str | None]) -> PhaseReport | None:
+        """The report of this phase as a lost try published it (None: it left none)."""
+        branch, knowledge = self._refs(order.ticket)
+        sha = leases[knowledge]
+        if sha is None:
+            return None
+        fetch_shas(self.git, sha)
+        text = report_of(self.git, sha)
+        if text is None:
+            return None
+        data = json.loads(text)
+        files = TicketFiles([*order.files.journal, *data["journal"]], leases[branch], sha)
+        return PhaseReport(**{**data, "files": files, "step": StepView(**data["step"])})
 
     @activity.defn(name=MERGE_TICKET)
     def merge_ticket(self, order: MergeOrder) -> MergeReport:
         """Merge a passed ticket into `order.base` and push the base, fast-forward only."""
         self._check(order.repository, order.ticket)
         base_ref = f"refs/heads/{order.base}"
-        owned, leases = self._own(order.ticket, order.files)
+        owned, leases, _ = self._own(order.ticket, order.files)
         made = self._materialize(order.ticket, order.files)
         try:
             origin_base = bring_base(self.git, order.base, order.ticket)
@@ -139,7 +162,9 @@ class TicketActivities:
         branch = branch_name(load_settings(self.root), ticket)
         return f"refs/heads/{branch}", knowledge_ref(ticket)
 
-    def _own(self, ticket: str, files: TicketFiles) -> tuple[Ownership, dict[str, str | None]]:
+    def _own(
+        self, ticket: str, files: TicketFiles
+    ) -> tuple[Ownership, dict[str, str | None], str | None]:
         """Take the ticket for this try, and the values its publication is leased on: the
         order's, or, when a try of the same workflow run from the same files published a
         result the history never accepted (its completion was lost, or the workflow gave the
@@ -152,6 +177,7 @@ class TicketActivities:
         branch, knowledge = self._refs(ticket)
         seen = remote_values(self.git, branch, knowledge, owner_ref(ticket))
         leases: dict[str, str | None] = {branch: files.branch, knowledge: files.knowledge}
+        published: str | None = None
         if any(seen[ref] != value for ref, value in leases.items()):
             owner = seen[owner_ref(ticket)]
             if owner is None or activity_of(self.git, owner) != key:
@@ -161,11 +187,12 @@ class TicketActivities:
                     f"({who} publishes nothing)"
                 )
             leases = {branch: seen[branch], knowledge: seen[knowledge]}
+            published = seen[knowledge]
         try:
             owned = take(self.git, ticket, who, key, seen[owner_ref(ticket)])
         except Fenced as exc:
             raise refusal(str(exc)) from None
-        return owned, leases
+        return owned, leases, published
 
     def _materialize(self, ticket: str, files: TicketFiles) -> Materialized:
         try:
@@ -181,12 +208,13 @@ class TicketActivities:
         lines: list[str],
         what: str,
         extra: list[Update] | None = None,
+        report: str | None = None,
     ) -> TicketFiles:
         """Commit the artifacts and push them, the branch and `extra` in one fenced push."""
         branch, knowledge = self._refs(owned.ticket)
         message = f"tf-fsm: {owned.ticket} knowledge after {what}"
         with made.store.lock("tf-fsm: the ticket's artifacts committed"):
-            sha = commit_knowledge(self.git, made.directory, made.files.knowledge, message)
+            sha = commit_knowledge(self.git, made.directory, made.files.knowledge, message, report)
         tip = self.git.rev(branch)
         updates = [Update(branch, leases[branch], tip), Update(knowledge, leases[knowledge], sha)]
         try:

@@ -29,6 +29,10 @@ from tf_fsm.workspace.model import ticket_ref
 
 #: what travels as the journal's lines, not as files
 _FROM_THE_JOURNAL = frozenset({JOURNAL, *VIEWS})
+#: the phase's report, in the commit beside the artifacts (never written to the directory):
+#: a later try of the phase that finds its publication on the remote returns it, running
+#: nothing again (tf_fsm.temporal.activities)
+REPORT = ".tf-fsm-phase-report.json"
 _FILE_MODE = "100644"
 
 
@@ -52,15 +56,20 @@ def artifact_names(directory: Path) -> list[str]:
     return sorted(names)
 
 
-def commit_knowledge(git: Git, directory: Path, parent: str | None, message: str) -> str:
+def commit_knowledge(
+    git: Git, directory: Path, parent: str | None, message: str, report: str | None = None
+) -> str:
     """The knowledge commit of `directory`'s artifacts on top of `parent` (the previous
-    one): `parent` itself when the artifacts are the ones it holds."""
+    one), with the phase's `report` beside them: `parent` itself when it holds the same."""
     names = artifact_names(directory)
     blobs: list[str] = []
     if names:
         paths = "\n".join(str(directory / name) for name in names) + "\n"
         blobs = git.out("hash-object", "-w", "--no-filters", "--stdin-paths", stdin=paths).split()
-    tree = _tree(git, dict(zip(names, blobs, strict=True)))
+    found = dict(zip(names, blobs, strict=True))
+    if report is not None:
+        found[REPORT] = git.out("hash-object", "-w", "--no-filters", "--stdin", stdin=report)
+    tree = _tree(git, found)
     if parent is not None and git.out("rev-parse", f"{parent}^{{tree}}") == tree:
         return parent
     args = ["commit-tree", tree, "-m", message]
@@ -124,4 +133,10 @@ def _check_out(git: Git, commit: str, staging: Path) -> list[str]:
     git.run("read-tree", commit, env=env)
     git.run(f"--work-tree={staging / 'files'}", "checkout-index", "-a", "-f", env=env)
     listed = git.run("ls-tree", "-r", "--name-only", "-z", commit).stdout
-    return [name for name in listed.split("\0") if name]
+    return [name for name in listed.split("\0") if name and name != REPORT]
+
+
+def report_of(git: Git, commit: str) -> str | None:
+    """The phase report a knowledge commit holds (None: none, as before phases had one)."""
+    found = git.run("cat-file", "blob", f"{commit}:{REPORT}", check=False)
+    return found.stdout if found.exit_code == 0 else None
