@@ -25,6 +25,8 @@ RESUME_EVENTS = ("AttemptResumed", "WorkspaceReady")
 #: the store's own events: each retry-state.json and chain-context.json written (ViewSaved),
 #: each run's end (ViewsSynced); a run per phase writes them once per run
 STORE_EVENTS = ("ViewSaved", "ViewsSynced")
+#: a quality gate verify runs: the close summary reports it, also after a resume at close
+QUIET_GATE = {"name": "tests", "command": "true"}
 #: the ticket's files that hold the run's times (compared without them)
 TIMED = ("events.jsonl", "retry-state.json")
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
@@ -115,7 +117,7 @@ def test_one_phase_per_run_ends_as_one_plain_run(tmp_path: Path) -> None:
     invocations are those of one plain `run --once`, each invocation made once."""
     plain, stepped = harness(tmp_path, "plain"), harness(tmp_path, "stepped")
     for e2e in (plain, stepped):
-        e2e.settings(postFixVerification="rereview")
+        e2e.settings(postFixVerification="rereview", qualityGates=[QUIET_GATE])
         e2e.plan(findings=[finding("f1", [BASE_FIXER])])
     whole = plain.run("--once", "--json")
     assert whole.returncode == 0, whole.stderr
@@ -143,6 +145,7 @@ def test_one_phase_per_run_ends_as_one_plain_run(tmp_path: Path) -> None:
     for name in expected:
         if name not in TIMED:
             assert files[name] == expected[name], name
+    assert "tests" in files["close-summary.md"] and "gates" in files["post-fix-verification.json"]
     state, plain_state = stepped.read_state(), plain.read_state()
     assert timeless(json.dumps(state)) == timeless(json.dumps(plain_state))
     assert stepped.ticket_file.read_text().count("status: closed") == 1
@@ -293,6 +296,28 @@ def test_hold_merge_stops_a_passed_ticket_as_the_setting_does_and_merge_merges_i
     merges = [e["event"] for e in held.events(TICKET_ID) if e["event"].startswith("Merge")]
     assert merges == ["MergeHeld", "MergeStarted", "MergeCompleted"]
     held.assert_nothing_left()
+
+
+@pytest.mark.usefixtures("git_env")
+def test_a_merge_held_by_the_flag_is_merged_by_a_plain_run_with_auto_merge_on(
+    tmp_path: Path,
+) -> None:
+    """The flag holds the merge for the run that passes it: status then says the merge is
+    left, and a run without the flag (ralph.parallelAutoMerge on) merges it, no agent run."""
+    proj = git_project(tmp_path, "auto", WORKTREE)
+    held = proj.cli("run", TICKET_ID, "--hold-merge", "--json")
+    assert held.returncode == 0, held.stderr
+    assert json.loads(held.stdout)["status"] == "awaiting_merge"
+    assert "passed; not merged (--hold-merge)" in held.stderr, held.stderr
+    row = proj.status_json()[TICKET_ID]
+    assert row["state"] == "awaiting_merge" and row["next"].startswith("resume attempt 1 at merge")
+    calls = len(proj.calls())
+    merged = proj.cli("run", TICKET_ID, "--json")
+    assert merged.returncode == 0, merged.stderr
+    assert json.loads(merged.stdout)["status"] == "closed"
+    assert len(proj.calls()) == calls
+    assert proj.show("main:pt-1.txt") == "implemented\nfixed\n"
+    proj.assert_nothing_left()
 
 
 # -- bad combinations -------------------------------------------------------------------------
