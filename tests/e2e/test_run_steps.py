@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from tests.e2e.conftest import BASE_FIXER, TICKET_ID, Harness, finding
+from tests.e2e.conftest import BASE_FIXER, STRONG, TICKET_ID, Harness, finding
 from tests.e2e.workspace_project import Project
 from tests.gitrepo import git, isolate
 
@@ -46,17 +46,18 @@ def harness(tmp_path: Path, name: str) -> Harness:
     return Harness(root, tmp_path / name, write)
 
 
-def step_by_step(run: Any, *args: str) -> list[dict[str, Any]]:
-    """`run --once --phases 1 --json` (with `args`) until it is not paused: each report."""
+def step_by_step(run: Any, *args: str, once: bool = True) -> list[dict[str, Any]]:
+    """`run --once --phases 1 --json` (with `args`; without `--once` unless `once`) until it
+    is not paused: each report."""
     reports: list[dict[str, Any]] = []
-    for _ in range(20):
-        done = run("--once", "--phases", "1", "--json", *args)
+    for _ in range(30):
+        done = run(*(["--once"] if once else []), "--phases", "1", "--json", *args)
         report = json.loads(done.stdout.splitlines()[-1])
         assert done.returncode == (3 if report["status"] == "blocked" else 0), done
         reports.append(report)
         if report["status"] != "paused":
             return reports
-    raise AssertionError(f"still paused after 20 runs: {reports[-1]}")
+    raise AssertionError(f"still paused after 30 runs: {reports[-1]}")
 
 
 def journal(path: Path) -> list[dict[str, Any]]:
@@ -105,7 +106,7 @@ def check_paused_reports(reports: list[dict[str, Any]], events: list[dict[str, A
     assert [m.group(1) for m in nexts if m] == resumed, (paused, resumed)
     for report in paused:
         assert report["reason"].startswith("paused after 1 phase(s) (--phases): "), report
-        assert (report["attempt"], report["ticket"]) == (1, TICKET_ID), report
+        assert report["ticket"] == TICKET_ID, report
 
 
 # -- in the project's tree ------------------------------------------------------------------
@@ -149,6 +150,34 @@ def test_one_phase_per_run_ends_as_one_plain_run(tmp_path: Path) -> None:
     state, plain_state = stepped.read_state(), plain.read_state()
     assert timeless(json.dumps(state)) == timeless(json.dumps(plain_state))
     assert stepped.ticket_file.read_text().count("status: closed") == 1
+
+
+def test_one_phase_per_run_across_a_blocked_attempt_ends_as_one_plain_run(
+    tmp_path: Path,
+) -> None:
+    """Without --once: attempt 1 blocks (only the escalated fixer clears the finding) and the
+    run that completed its close goes straight on to attempt 2, pausing before its first
+    phase. Run one phase per process, the ticket ends as one plain `run` leaves it."""
+    plain, stepped = harness(tmp_path, "plain"), harness(tmp_path, "stepped")
+    for e2e in (plain, stepped):
+        e2e.plan(findings=[finding("f1", [STRONG])])
+    whole = plain.run("--json")
+    assert whole.returncode == 0, whole.stderr
+
+    reports = step_by_step(stepped.run, once=False)
+    assert reports[-1]["status"] == "closed"
+    events = stepped.events()
+    check_paused_reports(reports, events)
+    crossing = next(r for r in reports if "close of attempt 1 completed" in r["reason"])
+    assert "; review of attempt 2 runs next" in crossing["reason"], crossing
+    assert (crossing["attempt"], crossing["attemptsRun"]) == (2, 2), crossing
+    assert phase_trace(domain(events)) == phase_trace(domain(plain.events()))
+    started = [e["trigger"] for e in events if e["event"] == "AttemptStarted"]
+    assert started == ["initial", "quality_gate"]
+    calls = Counter((c["attempt"], c["phase"], c["role"]) for c in stepped.agent_calls())
+    assert calls == Counter((c["attempt"], c["phase"], c["role"]) for c in plain.agent_calls())
+    assert set(calls.values()) == {1}
+    assert timeless(json.dumps(stepped.read_state())) == timeless(json.dumps(plain.read_state()))
 
 
 def test_a_paused_attempt_stays_in_progress_and_a_plain_run_finishes_it(tmp_path: Path) -> None:
