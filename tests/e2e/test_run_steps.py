@@ -370,3 +370,12 @@ def test_bad_combinations_exit_2_and_run_nothing(
     assert says in done.stderr, done.stderr
     assert e2e.agent_calls() == []
     assert not e2e.dir.exists()
+
+
+def test_hold_merge_in_the_project_tree_closes_as_usual(e2e: Harness) -> None:
+    """No worktree, no merge to hold: a passed ticket closes, as with the setting off."""
+    done = e2e.run("--hold-merge", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "closed"
+    assert not [e for e in e2e.names() if e.startswith("Merge")]
+    assert e2e.read_state()["status"] == "closed"
