@@ -245,3 +245,27 @@ def test_the_merge_queue_continues_as_new_and_merges_each_ticket_once(
 
     statuses = temporal.run(runs())
     assert statuses.count("CONTINUED_AS_NEW") == 1, statuses
+
+
+def test_a_ticket_with_a_history_of_its_own_here_is_not_started_on_the_cluster(
+    cluster: Cluster, temporal: DevServer
+) -> None:
+    cluster.create(["pt-1"])
+    desk = cluster.clone("desk")
+    here = subprocess.run(
+        [sys.executable, "-m", "tf_fsm", "run", "pt-1", "--phases", "1", "--root", str(desk)],
+        env=cluster.env(),
+        capture_output=True,
+        text=True,
+    )
+    assert here.returncode == 0, here.stderr
+    journal = desk / ".tf/knowledge/tickets/pt-1/events.jsonl"
+    before = journal.read_text()
+
+    refused = cluster.dispatcher("run", "pt-1")
+
+    assert refused.wait(timeout=60) == 2
+    said = cluster.outputs[refused.pid].read_text()
+    assert "this clone holds its history" in said and "tf-fsm run pt-1" in said
+    assert runs_of(temporal, desk, "pt-1") == 0
+    assert journal.read_text() == before

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from temporalio.service import RPCError
@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 from tf_fsm.cli.exits import EXIT_ERROR, OUTCOME_CODES
 from tf_fsm.errors import EXIT_INTERRUPTED, TfFsmError, UsageError
 from tf_fsm.settings.load import load_settings
+from tf_fsm.storage.backends import open_store
 from tf_fsm.temporal.catch_up import catch_up
 from tf_fsm.temporal.commands import Cluster, Known, dispatch, known_tickets, print_rows, rows
 from tf_fsm.temporal.connect import Target, connect
@@ -25,6 +26,8 @@ from tf_fsm.temporal.dispatcher import DONE
 from tf_fsm.temporal.materialize import rewrite_files
 from tf_fsm.temporal.orders import TicketEnd, TicketFiles
 from tf_fsm.views.terminal import terminal_safe
+
+Say = Callable[[str], None]
 
 #: flags that have no meaning on a cluster: (command, attribute, why)
 REFUSED = (
@@ -61,21 +64,28 @@ async def _main(command: str, args: argparse.Namespace, where: Target) -> int:
         return 0
     cluster = Cluster(client, where.task_queue, where.heartbeat_timeout)
     only = [args.ticket] if command == "run" else None
-    ends = await dispatch(cluster, where.root, only, _say)
-    keep_files(where.root, {tid: end.files for tid, end in ends.items()})
+    dispatcher = await dispatch(cluster, where.root, only, _say)
+    ends = dispatcher.ends
+    keep_files(where.root, {tid: end.files for tid, end in ends.items()}, _say)
     if any(end.status in DONE for end in ends.values()) and (moved := catch_up(where.root)):
         _say(moved)
     if command == "run":
+        if args.ticket in dispatcher.refused:
+            raise UsageError(f"{args.ticket}: {dispatcher.refused[args.ticket]}")
         return _run_code(ends[args.ticket])
     return 0
 
 
-def keep_files(root: Path, files: Mapping[str, TicketFiles]) -> None:
+def keep_files(root: Path, files: Mapping[str, TicketFiles], say: Say) -> None:
     """Rewrite each ticket's directory in this clone from its history (nothing for a ticket
-    whose history holds no journal yet)."""
+    whose history holds no journal yet). A journal here that the history does not begin
+    with (a local run's, meanwhile) is never replaced: said, and left."""
     settings = load_settings(root)
     for ticket, held in files.items():
-        if held.journal:
+        here = open_store(root, settings, ticket).journal_lines()
+        if here != held.journal[: len(here)]:
+            say(f"[{ticket}] its files here hold events its workflow's history lacks: left")
+        elif held.journal:
             rewrite_files(root, settings, ticket, held)
 
 
@@ -88,6 +98,10 @@ def _run_code(end: TicketEnd) -> int:
 
 def _say(line: str) -> None:
     print(terminal_safe(line), flush=True)
+
+
+def _stderr(line: str) -> None:
+    print(f"tf-fsm ui: {terminal_safe(line)}", file=sys.stderr, flush=True)
 
 
 class ClusterView:
@@ -145,7 +159,7 @@ def _mirror(where: Target, view: ClusterView, stop: threading.Event) -> None:
                 changed = {
                     t: k.files for t, k in known.items() if len(k.files.journal) != seen.get(t)
                 }
-                keep_files(where.root, changed)
+                keep_files(where.root, changed, _stderr)
                 seen.update({t: len(f.journal) for t, f in changed.items()})
                 said = None
             except (RPCError, TfFsmError) as exc:  # said once, tried again

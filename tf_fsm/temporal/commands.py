@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from tf_fsm.settings.load import LoadedSettings, load_settings
+from tf_fsm.storage.backends import open_store
 from tf_fsm.temporal.dispatcher import Dispatcher, run_backlog
 from tf_fsm.temporal.identity import repository_identity, workflow_id
 from tf_fsm.temporal.orders import Progress, TicketEnd, TicketFiles, TicketOrder
@@ -72,14 +73,33 @@ class Cluster:
 
 async def dispatch(
     cluster: Cluster, root: Path, only: Sequence[str] | None, say: Say
-) -> dict[str, TicketEnd]:
+) -> Dispatcher:
     """Start (or attach to) the tickets' workflows and follow them until each has ended:
     `only` those tickets, or (None) the ready backlog, again as tickets close."""
-    dispatcher = Dispatcher(cluster.client, cluster.order(root), say)
+    dispatcher = Dispatcher(cluster.client, cluster.order(root), say, local_history(root))
     await run_backlog(dispatcher, root, only)
-    if not dispatcher.ends:
+    if not dispatcher.ends and not dispatcher.refused:
         say("nothing to run: no ticket is ready")
-    return dispatcher.ends
+    return dispatcher
+
+
+def local_history(root: Path) -> Callable[[str], str | None]:
+    """Why a ticket may not begin a history on the cluster: this clone holds a journal of it
+    (a local run's) that an empty history would leave behind, and the end of the run here
+    would replace."""
+    settings = load_settings(root)
+
+    def why(ticket: str) -> str | None:
+        lines = open_store(root, settings, ticket).journal_lines()
+        if not lines:
+            return None
+        return (
+            f"this clone holds its history ({len(lines)} events in its journal) and no "
+            f"workflow does: finish it here (`tf-fsm run {ticket}`); the cluster takes "
+            "tickets whose history begins there"
+        )
+
+    return why
 
 
 @dataclass(frozen=True)

@@ -42,15 +42,24 @@ class Started:
     handle: Handle
     how: str
     end: TicketEnd | None = None
+    why: str | None = None  # `refused`: why no workflow was started
 
 
-async def start_ticket(client: Client, order: TicketOrder) -> Started:
-    """The ticket's workflow: the running one, or a new run continuing the last one's end."""
+#: why a ticket's first workflow must not start (None: it may): a history begins empty
+Fresh = Callable[[str], "str | None"]
+
+
+async def start_ticket(client: Client, order: TicketOrder, fresh: Fresh | None = None) -> Started:
+    """The ticket's workflow: the running one, or a new run continuing the last one's end.
+    `fresh` may refuse the first run of a ticket (how `refused`): one with a history of its
+    own in the dispatcher's clone, which a history beginning empty would not hold."""
     wid = workflow_id(order.repository, order.ticket)
     handle: Handle = client.get_workflow_handle(wid, result_type=TicketEnd)
     status = await _status(handle)
     if status == WorkflowExecutionStatus.RUNNING:
         return Started(order.ticket, handle, "attached")
+    if status is None and fresh is not None and (why := fresh(order.ticket)) is not None:
+        return Started(order.ticket, handle, "refused", why=why)
     if status is not None:  # a run ended: the next begins where it left the files
         end = await _end_of(handle, status)
         if end.status in DONE:
@@ -106,16 +115,27 @@ class Dispatcher:
     """Starts or attaches to tickets' workflows and follows them until each has ended. A
     server that stops answering for a while (restarted) is waited for, said once."""
 
-    def __init__(self, client: Client, order: Callable[[str], TicketOrder], say: Say) -> None:
-        self.client, self.order, self.say = client, order, say
+    def __init__(
+        self,
+        client: Client,
+        order: Callable[[str], TicketOrder],
+        say: Say,
+        fresh: Fresh | None = None,
+    ) -> None:
+        self.client, self.order, self.say, self.fresh = client, order, say, fresh
         self.ends: dict[str, TicketEnd] = {}
+        self.refused: dict[str, str] = {}
         self._following: dict[str, Handle] = {}
         self._phases: dict[str, int] = {}
         self._merging: set[str] = set()
         self._unanswered: str | None = None
 
     async def dispatch(self, ticket: str) -> None:
-        found = await start_ticket(self.client, self.order(ticket))
+        found = await start_ticket(self.client, self.order(ticket), self.fresh)
+        if found.why is not None:
+            self.say(f"[{ticket}] not started: {found.why}")
+            self.refused[ticket] = found.why
+            return
         if found.end is not None:
             self.say(f"[{ticket}] already done by its workflow: {found.end.reason}")
             self.ends[ticket] = found.end
@@ -193,7 +213,9 @@ async def run_backlog(dispatcher: Dispatcher, root: Path, only: Sequence[str] | 
     while True:
         if only is None:
             done = [t for t, end in dispatcher.ends.items() if end.status in DONE]
-            for ticket in ready_tickets(root, done, [*dispatcher.ends, *dispatcher.following]):
+            for ticket in ready_tickets(
+                root, done, [*dispatcher.ends, *dispatcher.following, *dispatcher.refused]
+            ):
                 await dispatcher.dispatch(ticket)
         if not dispatcher.following:
             return
