@@ -24,6 +24,7 @@ from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
 from tests.temporal.conftest import DevServer, start_ticket
 from tf_fsm.temporal.identity import repository_identity, workflow_id, workflow_prefix
 from tf_fsm.temporal.merge_queue import merge_queue_id
+from tf_fsm.temporal.orders import TicketFiles
 
 TICKETS = [f"pt-{n}" for n in range(1, 7)]
 SECRET = "sk-ant-api03-" + "Q" * 40
@@ -269,3 +270,24 @@ def test_a_ticket_with_a_history_of_its_own_here_is_not_started_on_the_cluster(
     assert "this clone holds its history" in said and "tf-fsm run pt-1" in said
     assert runs_of(temporal, desk, "pt-1") == 0
     assert journal.read_text() == before
+
+
+def test_a_refused_phase_ends_the_workflow_in_error_saying_why(
+    cluster: Cluster, temporal: DevServer
+) -> None:
+    """An order naming a branch the remote never had: the worker refuses it (not retried),
+    and the workflow ends in error with the refusal, not with a failed run."""
+    cluster.create(["pt-1"])
+    cluster.worker("host-a")
+    desk = cluster.clone("desk")
+    stale = TicketFiles(branch="f" * 40)
+
+    async def run() -> Any:
+        handle = await start_ticket(temporal.client, desk, "pt-1", cluster.queue, files=stale)
+        return await handle.result()
+
+    end = temporal.run(run())
+
+    assert end.status == "error"
+    assert "the order is stale" in end.reason and "f" * 40 in end.reason
+    assert cluster.agent_calls() == []

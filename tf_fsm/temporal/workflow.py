@@ -77,6 +77,20 @@ class TicketWorkflow:
     @workflow.run
     async def run(self, order: TicketOrder) -> TicketEnd:
         self._ticket, self._files = order.ticket, order.files
+        try:
+            return await self._drive(order)
+        except ActivityError as exc:  # retries spent, or a worker's refusal: said, not thrown
+            last = self._last
+            return TicketEnd(
+                order.ticket,
+                "error",
+                f"a phase failed on the cluster: {exc.cause or exc}",
+                last.attempt if last else None,
+                self._files,
+                self._phases,
+            )
+
+    async def _drive(self, order: TicketOrder) -> TicketEnd:
         report = await self._phase(order)
         while True:
             if report.status in STOPS:
