@@ -104,8 +104,10 @@ class TicketWorkflow:
             if refused(report.step):
                 break
             report = await self._phase(order)
+        # a blocked attempt after which the core allows none is the end of the retries
+        status = "exhausted" if report.step.action == "exhausted" else report.status
         return TicketEnd(
-            order.ticket, report.status, report.reason, report.attempt, self._files, self._phases
+            order.ticket, status, report.reason, report.attempt, self._files, self._phases
         )
 
     @workflow.query
