@@ -179,3 +179,28 @@ def test_a_cancelled_workflow_ends_its_running_attempt(project: Path, temporal: 
     assert took < 5.0  # one heartbeat (0.5 s), then the group's end; the agent sleeps 30 s
     with pytest.raises(ProcessLookupError):
         os.kill(holder, 0)
+
+
+def test_a_ticket_out_of_retries_ends_its_workflow_exhausted(
+    project: Path, temporal: DevServer
+) -> None:
+    """A finding no model fixes, two attempts allowed: both block, and the workflow ends
+    `exhausted` (run's exit 4), not `blocked`."""
+    clone_of_a_remote(project)
+    setup(project)
+    never = {"id": "N", "severity": "Major", "text": "`a.py:1` - never", "fixedBy": []}
+    (project / "scenario.json").write_text(json.dumps({"findings": [never]}))
+    settings = json.loads((project / ".tf/config/settings.json").read_text())
+    settings["workflow"]["escalation"]["maxRetries"] = 2
+    (project / ".tf/config/settings.json").write_text(json.dumps(settings))
+    queue = f"tf-fsm-{project.parent.name}"
+
+    async def exhausted() -> Any:
+        async with running_worker(temporal.client, project, task_queue=queue):
+            handle = await start_ticket(temporal.client, project, "pt-1", task_queue=queue)
+            return await handle.result()
+
+    end = temporal.run(exhausted())
+
+    assert (end.status, end.attempt) == ("exhausted", 2)
+    assert {attempt for attempt, _, _ in agent_calls(project)} == {1, 2}
