@@ -10,6 +10,7 @@ stopped at the end of the session whatever happened.
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 from collections.abc import Coroutine, Iterator
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.temporal.cluster import Cluster
 from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
 from tf_fsm.temporal.devserver import free_port as free_port
 from tf_fsm.temporal.devserver import start_dev_server, stop_dev_server
@@ -102,3 +104,24 @@ def clone_of_a_remote(project: Path) -> None:
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
     subprocess.run(["git", "remote", "add", "origin", str(remote)], cwd=project, check=True)
+
+
+def alive(pid: int) -> bool:
+    """Is `pid` a process (a zombie too: reap a child before asking)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def cluster(
+    tmp_path: Path, temporal: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Cluster]:
+    made = Cluster(tmp_path, temporal.address, f"tf-fsm-{tmp_path.name}")
+    monkeypatch.setenv("TF_FSM_ROOT", str(made.seed.root))
+    try:
+        yield made
+    finally:
+        made.end()

@@ -3,8 +3,6 @@ moving as the cluster's workflow runs it, from running to closed, without a relo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,24 +10,11 @@ import pytest
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 from tests.temporal.cluster import Cluster, wait_until
-from tests.temporal.conftest import DevServer
 from tests.temporal.test_many_hosts import pause_in
 from tests.test_ui_browser import CHROMIUM, browser, page, until  # noqa: F401
 from tests.ui_server import ui_server
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
-
-
-@pytest.fixture
-def cluster(
-    tmp_path: Path, temporal: DevServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, temporal.address, f"tf-fsm-{tmp_path.name}")
-    monkeypatch.setenv("TF_FSM_ROOT", str(made.seed.root))
-    try:
-        yield made
-    finally:
-        made.end()
 
 
 def test_the_board_of_a_clone_follows_the_cluster(cluster: Cluster, page: Any) -> None:  # noqa: F811

@@ -23,7 +23,7 @@ pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 from temporalio.api.enums.v1 import EventType
 
 from tests.conftest import tk_ticket
-from tests.temporal.conftest import DevServer, clone_of_a_remote, start_ticket
+from tests.temporal.conftest import DevServer, alive, clone_of_a_remote, start_ticket
 from tests.temporal.test_ticket_workflow import agent_calls, setup
 from tf_fsm.settings.load import load_settings
 from tf_fsm.storage.backends import open_store
@@ -58,14 +58,6 @@ def children(pid: int) -> list[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.append(int(entry.name))
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def gone(pid: int, within: float) -> bool:

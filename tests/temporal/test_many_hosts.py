@@ -5,13 +5,11 @@ from the outside: the remote's base branch, the agents' call log, the workflows'
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +19,13 @@ pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
 from tests.gitrepo import git
 from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
-from tests.temporal.conftest import DevServer, start_ticket
+from tests.temporal.conftest import DevServer, alive, start_ticket
 from tf_fsm.temporal.identity import repository_identity, workflow_id, workflow_prefix
 from tf_fsm.temporal.merge_queue import merge_queue_id
 from tf_fsm.temporal.orders import TicketFiles
 
 TICKETS = [f"pt-{n}" for n in range(1, 7)]
 SECRET = "sk-ant-api03-" + "Q" * 40
-
-
-@pytest.fixture
-def cluster(
-    tmp_path: Path, temporal: DevServer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, temporal.address, f"tf-fsm-{tmp_path.name}")
-    monkeypatch.setenv("TF_FSM_ROOT", str(made.seed.root))
-    try:
-        yield made
-    finally:
-        made.end()
 
 
 def runs_of(temporal: DevServer, root: Path, ticket: str) -> int:
@@ -130,14 +116,6 @@ def pause_in(cluster: Cluster, phase: str) -> Path:
 
 def host_of(cluster: Cluster, workdir: str) -> str:
     return Path(workdir.strip()).relative_to(cluster.tmp).parts[0]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_worker_killed_mid_phase_is_taken_over_and_its_agent_is_gone(
