@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
-from tests.gitrepo import git
+from tests.gitrepo import commit_all, git
 from tests.temporal.cluster import HEARTBEAT_TIMEOUT, Cluster, wait_until
 from tests.temporal.conftest import DevServer, alive, start_ticket
 from tf_fsm.temporal.identity import repository_identity, workflow_id, workflow_prefix
@@ -269,3 +269,17 @@ def test_a_refused_phase_ends_the_workflow_in_error_saying_why(
     assert end.status == "error"
     assert "the order is stale" in end.reason and "f" * 40 in end.reason
     assert cluster.agent_calls() == []
+
+
+def test_a_ticket_newer_than_a_workers_clone_runs_there(cluster: Cluster) -> None:
+    """The worker cloned before the ticket was pushed: it brings its base up to the remote's
+    before the ticket's first phase, and the ticket closes and merges."""
+    cluster.create(["pt-1"])
+    cluster.worker("host-a")
+    cluster.seed.ticket("pt-9")
+    commit_all(cluster.seed.root, "pt-9")
+    git(cluster.seed.root, "push", "-q", str(cluster.remote), "main")
+
+    said = cluster.finish(cluster.dispatcher("run", "pt-9"), seconds=120)
+
+    assert cluster.merges() == Counter({"pt-9": 1}), said

@@ -204,3 +204,31 @@ def test_a_ticket_out_of_retries_ends_its_workflow_exhausted(
 
     assert (end.status, end.attempt) == ("exhausted", 2)
     assert {attempt for attempt, _, _ in agent_calls(project)} == {1, 2}
+
+
+def test_a_ticket_workflow_continues_as_new_every_few_phases(
+    project: Path, temporal: DevServer
+) -> None:
+    """Two phases per run: the ticket closes over several runs of its workflow, each phase
+    run once, the phases counted across runs."""
+    clone_of_a_remote(project)
+    setup(project)
+    (project / "scenario.json").write_text(json.dumps({"findings": []}))
+    queue = f"tf-fsm-{project.parent.name}"
+
+    async def chained() -> tuple[Any, list[str]]:
+        async with running_worker(temporal.client, project, task_queue=queue):
+            handle = await start_ticket(
+                temporal.client, project, "pt-1", task_queue=queue, phases_per_run=2
+            )
+            end = await handle.result()
+        wid = workflow_id(repository_identity(project), "pt-1")
+        runs = temporal.client.list_workflows(f'WorkflowId = "{wid}"')
+        return end, [w.status.name async for w in runs if w.status is not None]
+
+    end, runs = temporal.run(chained())
+
+    assert (end.status, end.attempt) == ("closed", 1)
+    assert runs.count("CONTINUED_AS_NEW") >= 1 and runs.count("COMPLETED") == 1, runs
+    assert end.phases >= 3
+    assert set(agent_calls(project).values()) == {1}

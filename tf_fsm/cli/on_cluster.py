@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from tf_fsm.cli.exits import EXIT_ERROR, OUTCOME_CODES
@@ -29,21 +31,40 @@ from tf_fsm.views.terminal import terminal_safe
 
 Say = Callable[[str], None]
 
-#: flags that have no meaning on a cluster: (command, attribute, why)
-REFUSED = (
-    ("run", "plan", "--plan reads this clone's files; run it without --temporal"),
-    ("ralph", "dry_run", "--dry-run plans the local loop; `status --temporal` shows the cluster"),
-    ("ralph", "workers", "--workers: the cluster's workers run the tickets (`tf-fsm worker`)"),
-    ("ui", "allow_actions", "--allow-actions acts on this clone's runs, not the cluster's"),
-)
+#: the options each command honours on a cluster (besides the global ones); any other given
+#: is refused, saying so, rather than ignored
+HONOURED = {
+    "run": {"ticket", "json"},
+    "ralph": {"assignee", "tag", "resume_errors"},
+    "status": {"json"},
+    "ui": {"host", "port", "open"},
+}
+GLOBAL = {"temporal", "root", "verbose", "quiet", "func", "teardown", "command"}
+#: why some are refused: a word more than "not on a cluster"
+WHY = {
+    "plan": "it reads this clone's files; run it without --temporal",
+    "dry_run": "it plans the local loop; `status --temporal` shows the cluster",
+    "workers": "the cluster's workers run the tickets (`tf-fsm worker --slots`)",
+    "allow_actions": "it acts on this clone's runs, not the cluster's",
+}
 #: how often `ui --temporal` brings the tickets' files up to date from the workflows
 MIRROR_SECONDS = 1.0
 
 
+def refuse_unhonoured(
+    command: str, args: argparse.Namespace, flags: dict[str, tuple[str, object]]
+) -> None:
+    """UsageError for an option given that the command does not honour on a cluster."""
+    honoured = HONOURED[command] | GLOBAL
+    for dest, (flag, default) in flags.items():
+        if dest not in honoured and getattr(args, dest, default) != default:
+            why = WHY.get(dest, "not on a cluster")
+            raise UsageError(f"{command} --temporal: {flag} is not honoured ({why})")
+    if command == "status" and (args.tickets or getattr(args, "all", False)):
+        raise UsageError("status --temporal: shows every ticket of the backlog; name none")
+
+
 def on_cluster(command: str, args: argparse.Namespace, where: Target) -> int:
-    for name, flag, why in REFUSED:
-        if command == name and getattr(args, flag, None):
-            raise UsageError(f"{command} --temporal: {why}")
     if command == "ui":
         return _ui(args, where)
     try:
@@ -64,7 +85,9 @@ async def _main(command: str, args: argparse.Namespace, where: Target) -> int:
         return 0
     cluster = Cluster(client, where.task_queue, where.heartbeat_timeout)
     only = [args.ticket] if command == "run" else None
-    dispatcher = await dispatch(cluster, where.root, only, _say)
+    selection = (getattr(args, "assignee", None), getattr(args, "tag", None))
+    resume = bool(getattr(args, "resume_errors", False))
+    dispatcher = await dispatch(cluster, where.root, only, _say, selection, resume)
     ends = dispatcher.ends
     keep_files(where.root, {tid: end.files for tid, end in ends.items()}, _say)
     if any(end.status in DONE for end in ends.values()) and (moved := catch_up(where.root)):
@@ -72,7 +95,7 @@ async def _main(command: str, args: argparse.Namespace, where: Target) -> int:
     if command == "run":
         if args.ticket in dispatcher.refused:
             raise UsageError(f"{args.ticket}: {dispatcher.refused[args.ticket]}")
-        return _run_code(ends[args.ticket])
+        return _run_code(ends[args.ticket], bool(args.json))
     return 0
 
 
@@ -89,10 +112,16 @@ def keep_files(root: Path, files: Mapping[str, TicketFiles], say: Say) -> None:
             rewrite_files(root, settings, ticket, held)
 
 
-def _run_code(end: TicketEnd) -> int:
-    line = f"{end.ticket}: {end.status} after attempt {end.attempt}: {terminal_safe(end.reason)}"
-    closed = end.status in ("closed", "already_closed")
-    print(line, file=sys.stdout if closed else sys.stderr)
+def _run_code(end: TicketEnd, as_json: bool) -> int:
+    """`run --temporal`'s last line (or with --json its document: the ticket, status,
+    attempt, reason and phases run) and exit code, as `run`'s for the same status."""
+    if as_json:
+        keys = ("ticket", "status", "attempt", "reason", "phases")
+        print(json.dumps({key: getattr(end, key) for key in keys}))
+    else:
+        line = f"{end.ticket}: {end.status} after attempt {end.attempt}: "
+        closed = end.status in ("closed", "already_closed")
+        print(line + terminal_safe(end.reason), file=sys.stdout if closed else sys.stderr)
     return OUTCOME_CODES.get(end.status, EXIT_ERROR)
 
 
@@ -149,11 +178,12 @@ def _mirror(where: Target, view: ClusterView, stop: threading.Event) -> None:
     changed), and what runs and what closed into the board's view."""
 
     async def loop() -> None:
-        client = await connect(where)
+        client: Client | None = None
         seen: dict[str, int] = {}
         said: str | None = None
         while not stop.is_set():
-            try:
+            try:  # a server not there yet, or gone a while, is waited for
+                client = client or await connect(where)
                 known = await known_tickets(client, where.root)
                 view.update(known)
                 changed = {

@@ -109,16 +109,25 @@ def add_temporal_flag(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument(
         "--temporal", nargs="?", const="", type=_address, metavar="HOST:PORT", help=TEMPORAL_HELP
     )
-    p.set_defaults(func=functools.partial(_local_or_temporal, command, p.get_default("func")))
+    # the command's options as a user would write them, and their defaults: those the cluster
+    # does not honour are refused when given (tf_fsm.cli.on_cluster)
+    flags = {a.dest: (a.option_strings[-1], a.default) for a in p._actions if a.option_strings}
+    local = p.get_default("func")
+    p.set_defaults(func=functools.partial(_local_or_temporal, command, local, flags))
 
 
-def _local_or_temporal(command: str, local: Command, args: argparse.Namespace) -> int:
+def _local_or_temporal(
+    command: str, local: Command, flags: dict[str, tuple[str, Any]], args: argparse.Namespace
+) -> int:
     if not temporal_requested(args):
         return local(args)
+    # the SDK's threads outlive the command: the interpreter's teardown aborted now and then
+    args.teardown = False
     require_extra()
-    from tf_fsm.cli.on_cluster import on_cluster
+    from tf_fsm.cli.on_cluster import on_cluster, refuse_unhonoured
     from tf_fsm.temporal.connect import target
 
+    refuse_unhonoured(command, args, flags)
     root = project_root(args)
     return on_cluster(command, args, target(root, args.temporal or None))
 

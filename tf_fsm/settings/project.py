@@ -20,7 +20,8 @@ ROOT_ENV = "TF_FSM_ROOT"
 #: a cache: which settings bytes last passed validation (record_checked_settings)
 SETTINGS_RECORD_RELPATH = Path(".tf/cache/settings-checked.json")
 #: what `tf-fsm init` writes so that git never sees tf_fsm's run state (docs/workspaces.md):
-#: the tickets' records, the loop's files and worktrees, caches. Settings and prompt
+#: the tickets' records, the loop's files and worktrees, caches, `tf-fsm temporal dev`'s
+#: history. Settings and prompt
 #: overrides (`.tf/config`, `.tf/prompts`) and knowledge topics stay committable.
 STATE_IGNORE_RELPATH = Path(".tf/.gitignore")
 STATE_IGNORE = """\
@@ -28,6 +29,7 @@ STATE_IGNORE = """\
 /knowledge/tickets/
 /ralph/
 /cache/
+/temporal/
 """
 
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import socket
+import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -72,6 +73,9 @@ class TicketActivities:
         self.repository = repository_identity(self.root)
         self.host = host or socket.gethostname()
         self.git = Git(self.root)
+        # the clone's base branch moves for a merge and for a new ticket's first phase: never
+        # both at once in this worker (a merge made and not yet pushed would be set aside)
+        self._base = threading.Lock()
 
     def _check(self, repository: str, ticket: str) -> None:
         if repository != self.repository:
@@ -79,6 +83,25 @@ class TicketActivities:
                 f"{ticket}: the order is for repository {repository}, "
                 f"this worker runs in a clone of {self.repository} ({self.root})"
             )
+        if load_settings(self.root).settings.executor.kind == "handoff":
+            raise refusal(
+                f"{ticket}: hand-off tickets run on one machine, where a person writes their "
+                "artifacts (`tf-fsm run`), not on a cluster"
+            )
+
+    def _start_from_the_remote(self, ticket: str) -> None:
+        """Before a ticket's first phase (it has no branch yet), bring this clone's base to
+        the remote's: the ticket's tk file may be newer than the clone, and its branch is
+        made from the base."""
+        settings = load_settings(self.root)
+        base = settings.settings.workspace.baseBranch or self.git.head_branch()
+        if base is None:
+            return
+        with self._base:
+            try:
+                bring_base(self.git, base, ticket)
+            except TfFsmError as exc:
+                raise refusal(f"{ticket}: {exc}") from None
 
     @activity.defn(name=RUN_PHASE)
     def run_phase(self, order: PhaseOrder) -> PhaseReport:
@@ -90,6 +113,8 @@ class TicketActivities:
         owned, leases, published = self._own(order.ticket, order.files)
         if published is not None and (done := self._published(order, leases)) is not None:
             return done
+        if order.files.branch is None:
+            self._start_from_the_remote(order.ticket)
         made = self._materialize(order.ticket, order.files)
         argv = ["run", order.ticket, "--once", "--phases", "1", "--hold-merge", "--json"]
         outcome, _ = run_child(self.root, argv, order.ticket, self.host, made.store)
@@ -130,6 +155,10 @@ class TicketActivities:
     def merge_ticket(self, order: MergeOrder) -> MergeReport:
         """Merge a passed ticket into `order.base` and push the base, fast-forward only."""
         self._check(order.repository, order.ticket)
+        with self._base:
+            return self._merge(order)
+
+    def _merge(self, order: MergeOrder) -> MergeReport:
         base_ref = f"refs/heads/{order.base}"
         owned, leases, _ = self._own(order.ticket, order.files)
         made = self._materialize(order.ticket, order.files)

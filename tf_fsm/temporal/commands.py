@@ -16,7 +16,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from tf_fsm.settings.load import LoadedSettings, load_settings
 from tf_fsm.storage.backends import open_store
-from tf_fsm.temporal.dispatcher import Dispatcher, run_backlog
+from tf_fsm.temporal.dispatcher import (
+    LEFT,
+    RESUMED_ON_REQUEST,
+    Dispatcher,
+    Selection,
+    run_backlog,
+)
 from tf_fsm.temporal.identity import repository_identity, workflow_id
 from tf_fsm.temporal.orders import Progress, TicketEnd, TicketFiles, TicketOrder
 from tf_fsm.temporal.workflow import TicketWorkflow
@@ -72,12 +78,24 @@ class Cluster:
 
 
 async def dispatch(
-    cluster: Cluster, root: Path, only: Sequence[str] | None, say: Say
+    cluster: Cluster,
+    root: Path,
+    only: Sequence[str] | None,
+    say: Say,
+    selection: Selection = (None, None),
+    resume_errors: bool = False,
 ) -> Dispatcher:
     """Start (or attach to) the tickets' workflows and follow them until each has ended:
-    `only` those tickets, or (None) the ready backlog, again as tickets close."""
-    dispatcher = Dispatcher(cluster.client, cluster.order(root), say, local_history(root))
-    await run_backlog(dispatcher, root, only)
+    `only` those tickets (whatever their last run's end), or (None) the ready backlog of
+    `selection`, again as tickets close, leaving those whose last run ended out of retries,
+    or in error unless `resume_errors`."""
+    left = (
+        frozenset()
+        if only is not None
+        else LEFT - (RESUMED_ON_REQUEST if resume_errors else frozenset())
+    )
+    dispatcher = Dispatcher(cluster.client, cluster.order(root), say, local_history(root), left)
+    await run_backlog(dispatcher, root, only, selection)
     if not dispatcher.ends and not dispatcher.refused:
         say("nothing to run: no ticket is ready")
     return dispatcher

@@ -18,18 +18,24 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from tf_fsm.core.tk_rules import is_closed, is_ready
 from tf_fsm.temporal.identity import workflow_id
 from tf_fsm.temporal.orders import PhaseReport, Progress, TicketEnd, TicketOrder
 from tf_fsm.temporal.workflow import TicketWorkflow
 from tf_fsm.tk import tickets
+from tf_fsm.tk.selection import ready
 
 #: how often a dispatcher asks its workflows how far they are
 POLL_SECONDS = 0.5
 #: how a workflow's run may end with the ticket done: no later run is started
 DONE = frozenset({"closed", "already_closed"})
+#: how a run may end that the backlog loop does not go on with by itself (`--resume-errors`
+#: goes on with those in error or waiting for a hand-off; out of retries is for a person)
+LEFT = frozenset({"exhausted", "error", "waiting"})
+RESUMED_ON_REQUEST = frozenset({"error", "waiting"})
 
 Say = Callable[[str], None]
+#: `ralph -a ASSIGNEE -T TAG`: the backlog's selection (None: any)
+Selection = tuple["str | None", "str | None"]
 Handle = WorkflowHandle[TicketWorkflow, TicketEnd]
 
 
@@ -49,10 +55,16 @@ class Started:
 Fresh = Callable[[str], "str | None"]
 
 
-async def start_ticket(client: Client, order: TicketOrder, fresh: Fresh | None = None) -> Started:
-    """The ticket's workflow: the running one, or a new run continuing the last one's end.
-    `fresh` may refuse the first run of a ticket (how `refused`): one with a history of its
-    own in the dispatcher's clone, which a history beginning empty would not hold."""
+async def start_ticket(
+    client: Client,
+    order: TicketOrder,
+    fresh: Fresh | None = None,
+    left: frozenset[str] = frozenset(),
+) -> Started:
+    """The ticket's workflow: the running one, or a new run continuing the last one's end,
+    unless that end's status is in `left` (how `left`: the backlog loop leaves tickets in
+    error unless asked). `fresh` may refuse the first run of a ticket (how `refused`): one
+    with a history of its own in the dispatcher's clone, which an empty history would lose."""
     wid = workflow_id(order.repository, order.ticket)
     handle: Handle = client.get_workflow_handle(wid, result_type=TicketEnd)
     status = await _status(handle)
@@ -64,6 +76,8 @@ async def start_ticket(client: Client, order: TicketOrder, fresh: Fresh | None =
         end = await _end_of(handle, status)
         if end.status in DONE:
             return Started(order.ticket, handle, "done", end)
+        if end.status in left:
+            return Started(order.ticket, handle, "left", end)
         order = dataclasses.replace(order, files=end.files)
     started: Handle = await client.start_workflow(
         TicketWorkflow.run,
@@ -121,8 +135,10 @@ class Dispatcher:
         order: Callable[[str], TicketOrder],
         say: Say,
         fresh: Fresh | None = None,
+        left: frozenset[str] = frozenset(),
     ) -> None:
         self.client, self.order, self.say, self.fresh = client, order, say, fresh
+        self.left = left
         self.ends: dict[str, TicketEnd] = {}
         self.refused: dict[str, str] = {}
         self._following: dict[str, Handle] = {}
@@ -131,13 +147,20 @@ class Dispatcher:
         self._unanswered: str | None = None
 
     async def dispatch(self, ticket: str) -> None:
-        found = await start_ticket(self.client, self.order(ticket), self.fresh)
+        found = await start_ticket(self.client, self.order(ticket), self.fresh, self.left)
         if found.why is not None:
             self.say(f"[{ticket}] not started: {found.why}")
             self.refused[ticket] = found.why
             return
         if found.end is not None:
-            self.say(f"[{ticket}] already done by its workflow: {found.end.reason}")
+            if found.how == "done":
+                self.say(f"[{ticket}] already done by its workflow: {found.end.reason}")
+            else:
+                self.say(
+                    f"[{ticket}] left as its last workflow run ended, {found.end.status}: "
+                    f"{found.end.reason} (`ralph --temporal --resume-errors` or `run {ticket} "
+                    "--temporal` goes on with it)"
+                )
             self.ends[ticket] = found.end
             return
         self.say(f"[{ticket}] {found.how}: workflow {found.handle.id}")
@@ -189,24 +212,26 @@ class Dispatcher:
         return None
 
 
-def ready_tickets(root: Path, done: Sequence[str], skip: Sequence[str]) -> list[str]:
-    """The backlog's ready tickets (tk's rule), counting those the workflows closed as closed
-    (the dispatcher's clone learns of their close only when it pulls the base branch)."""
+def ready_tickets(
+    root: Path, done: Sequence[str], skip: Sequence[str], only: Selection = (None, None)
+) -> list[str]:
+    """The backlog's ready tickets in tk's order (`tk ready`, with `only`'s assignee and
+    tag), counting those the workflows closed as closed: the dispatcher's clone learns of
+    their close only when it pulls the base branch."""
     backlog = tickets.scan(tickets.tickets_dir(root))
-    closed = {tid for tid, rec in backlog.records.items() if is_closed(rec.status)} | set(done)
-    ready = [
-        rec
-        for tid, rec in backlog.records.items()
-        if tid not in closed
-        and tid not in skip
-        and is_ready(rec.status, rec.deps.split(","), closed)
-    ]
-    return [rec.id for rec in sorted(ready, key=lambda rec: (rec.priority, rec.id))]
+    lines = ready(backlog, *only, closed_elsewhere=done)
+    return [line.record.id for line in lines if line.record.id not in skip]
 
 
-async def run_backlog(dispatcher: Dispatcher, root: Path, only: Sequence[str] | None) -> None:
-    """Dispatch `only` (those tickets, whatever their deps), or the ready backlog again and
-    again as its tickets close, until no workflow runs and nothing more is ready."""
+async def run_backlog(
+    dispatcher: Dispatcher,
+    root: Path,
+    only: Sequence[str] | None,
+    selection: Selection = (None, None),
+) -> None:
+    """Dispatch `only` (those tickets, whatever their deps), or the ready backlog (`tk ready
+    -a -T` with `selection`'s assignee and tag) again and again as its tickets close, until
+    no workflow runs and nothing more is ready."""
     if only is not None:
         for ticket in only:
             await dispatcher.dispatch(ticket)

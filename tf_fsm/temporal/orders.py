@@ -47,6 +47,10 @@ class TicketOrder:
     files: TicketFiles = field(default_factory=TicketFiles)
     #: merges done by one merge-queue run before it continues as new (a bounded history)
     merges_per_run: int = 50
+    #: phases run by one run of the ticket's workflow before it continues as new (each order
+    #: carries the whole journal: a bounded history), and those the runs before it ran
+    phases_per_run: int = 25
+    phases_before: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ report; the workflow asks the core's own answer of whether `run` would do nothin
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import cast
 
@@ -77,6 +78,7 @@ class TicketWorkflow:
     @workflow.run
     async def run(self, order: TicketOrder) -> TicketEnd:
         self._ticket, self._files = order.ticket, order.files
+        self._phases = order.phases_before
         try:
             return await self._drive(order)
         except ActivityError as exc:  # retries spent, or a worker's refusal: said, not thrown
@@ -103,6 +105,11 @@ class TicketWorkflow:
                 continue
             if refused(report.step):
                 break
+            if self._phases - order.phases_before >= order.phases_per_run:
+                # the history stays bounded; the next run begins at these files
+                workflow.continue_as_new(
+                    replace(order, files=self._files, phases_before=self._phases)
+                )
             report = await self._phase(order)
         # a blocked attempt after which the core allows none is the end of the retries
         status = "exhausted" if report.step.action == "exhausted" else report.status

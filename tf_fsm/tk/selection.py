@@ -17,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -113,15 +113,24 @@ def unclosed_deps(rec: TkRecord, backlog: Backlog) -> list[str]:
     ]
 
 
-def ready(backlog: Backlog, assignee: str | None = None, tag: str | None = None) -> list[Line]:
-    """`tk ready -a ASSIGNEE -T TAG`, in tk's order."""
+def ready(
+    backlog: Backlog,
+    assignee: str | None = None,
+    tag: str | None = None,
+    closed_elsewhere: Collection[str] = (),
+) -> list[Line]:
+    """`tk ready -a ASSIGNEE -T TAG`, in tk's order. `closed_elsewhere`: tickets closed where
+    these tk files do not say so yet (on a cluster's remote), neither ready nor blocking."""
     records = backlog.records
     # the rule is tf_fsm.core.ticket_rules.is_ready; the ids tk calls closed, found once
     closed = {tid for tid, rec in records.items() if is_closed(rec.status)}
+    closed.update(closed_elsewhere)
     out: list[Line] = []
     filtered = bool(assignee or tag)
     for rec in records.values():  # the whole backlog: the cheap tests come first
         if rec.status not in ACTIVE or (filtered and not _wanted(rec, assignee, tag)):
+            continue
+        if rec.id in closed:
             continue
         if is_ready(rec.status, rec.deps.split(",") if rec.deps else (), closed):
             joined = f"{rec.priority}|{rec.id}|{rec.status}|{rec.title}"
