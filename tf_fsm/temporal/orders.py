@@ -51,6 +51,8 @@ class TicketOrder:
     #: carries the whole journal: a bounded history), and those the runs before it ran
     phases_per_run: int = 25
     phases_before: int = 0
+    #: the host whose phase paused the attempt the run before this one ended in
+    paused_on: str | None = None
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,11 @@ class TicketWorkflow:
                 break
             if self._phases - order.phases_before >= order.phases_per_run:
                 # the history stays bounded; the next run begins at these files
+                paused_on = report.host if report.status == "paused" else None
                 workflow.continue_as_new(
-                    replace(order, files=self._files, phases_before=self._phases)
+                    replace(
+                        order, files=self._files, phases_before=self._phases, paused_on=paused_on
+                    )
                 )
             report = await self._phase(order)
         # a blocked attempt after which the core allows none is the end of the retries
@@ -130,9 +133,13 @@ class TicketWorkflow:
     async def _phase(self, order: TicketOrder) -> PhaseReport:
         placed = PhaseOrder(order.repository, order.ticket, self._files)
         last = self._last
+        # the attempt goes on (a paused phase, here or in the run before): its host first
+        host = last.host if last is not None and last.status == "paused" else None
+        if last is None:
+            host = order.paused_on
         report: PhaseReport | None = None
-        if last is not None and last.status == "paused":  # the attempt goes on: its host first
-            report = await self._on_host(order, placed, last.host)
+        if host is not None:
+            report = await self._on_host(order, placed, host)
         if report is None:
             report = await self._execute(order, placed, order.task_queue, PHASE_RETRIES, None)
         self._files, self._last = report.files, report
