@@ -98,9 +98,13 @@ def test_a_backlog_closes_across_three_hosts_under_two_dispatchers(
     )
     assert status.returncode == 0, status.stderr
     rows = {row["ticket"]: row for row in map(json.loads, status.stdout.splitlines())}
-    assert {tid: (rows[tid]["workflow"], rows[tid]["last"]) for tid in TICKETS} == dict.fromkeys(
-        TICKETS, ("completed", "closed")
-    )
+    ended = {tid: (rows[tid]["workflow"], rows[tid]["last"]) for tid in TICKETS}
+    assert ended == dict.fromkeys(TICKETS, ("completed", "closed"))
+    # a closed ticket's workflow is not started again; run's --json is its end
+    again = cluster.dispatcher("run", "pt-1", "--json", name="desk")
+    said = cluster.finish(again, seconds=60).splitlines()
+    assert any("already done by its workflow" in line for line in said), said
+    assert json.loads(said[-1])["status"] == "closed" and runs_of(temporal, desk, "pt-1") == 1
 
 
 def pause_in(cluster: Cluster, phase: str) -> Path:
@@ -283,3 +287,22 @@ def test_a_ticket_newer_than_a_workers_clone_runs_there(cluster: Cluster) -> Non
     said = cluster.finish(cluster.dispatcher("run", "pt-9"), seconds=120)
 
     assert cluster.merges() == Counter({"pt-9": 1}), said
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("ralph", "--workers", "2"), "--workers is not honoured"),
+        (("ralph", "--dry-run"), "--dry-run is not honoured"),
+        (("run", "pt-1", "--plan"), "--plan is not honoured"),
+        (("status", "pt-1"), "name none"),
+        (("ui", "--allow-actions"), "--allow-actions is not honoured"),
+    ],
+)
+def test_options_a_cluster_does_not_honour_are_refused(
+    cluster: Cluster, args: tuple[str, ...], said: str
+) -> None:
+    cluster.create(["pt-1"])
+    refused = cluster.dispatcher(*args)
+    assert refused.wait(timeout=60) == 2
+    assert said in cluster.outputs[refused.pid].read_text()

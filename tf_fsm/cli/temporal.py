@@ -9,7 +9,7 @@ import argparse
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +111,16 @@ def add_temporal_flag(p: argparse.ArgumentParser, command: str) -> None:
     )
     # the command's options as a user would write them, and their defaults: those the cluster
     # does not honour are refused when given (tf_fsm.cli.on_cluster)
-    flags = {a.dest: (a.option_strings[-1], a.default) for a in p._actions if a.option_strings}
+    flags = {
+        a.dest: (_spelling(a.option_strings), a.default) for a in p._actions if a.option_strings
+    }
     local = p.get_default("func")
     p.set_defaults(func=functools.partial(_local_or_temporal, command, local, flags))
+
+
+def _spelling(options: Sequence[str]) -> str:
+    """An option as its help names it first: its first long form (`--plan`, not `--dry-run`)."""
+    return next((o for o in options if o.startswith("--")), options[0])
 
 
 def _local_or_temporal(
