@@ -209,6 +209,24 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot, /proc/stat's first line: the share of
+    the machine in use over a span, whoever used it."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]  # idle, iowait
+    return sum(values) - idle, sum(values)
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """`cpu_seconds` of a live process and of its live descendants (the dev server's binary
+    runs as a child of `tf-fsm temporal dev`)."""
+    total = cpu_seconds(pid)
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
+
+
 def git_shim(tmp: Path) -> dict[str, str]:
     """The environment that puts the logging `git` first on the PATH (its log: BENCH_GIT_LOG)."""
     where = tmp / "shim"

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -65,6 +66,8 @@ from _temporal_cluster import (
     Cluster,
     DevServer,
     cpu_seconds,
+    machine_busy,
+    tree_cpu_seconds,
     git_calls,
     git_shim,
 )
@@ -314,12 +317,8 @@ def takeovers(tmp: Path, address: str, trials: int) -> None:
 # -- 3. three workers against one ---------------------------------------------------------------
 
 
-def backlog(
-    tmp: Path, server: DevServer, count: int, sleep: float, workers: int
-) -> tuple[float, float, float]:
-    """`tf-fsm ralph --temporal` on an untagged backlog until every ticket merged: wall
-    seconds, CPU seconds of the dispatcher and workers (their runs, agents and git
-    included), CPU seconds of the dev server meanwhile."""
+def backlog(tmp: Path, server: DevServer, count: int, sleep: float, workers: int) -> Run:
+    """`tf-fsm ralph --temporal` on an untagged backlog until every ticket merged."""
     cluster = Cluster(tmp / f"backlog-{workers}", server.address, f"bench-backlog-{workers}")
     cluster.create([f"bb-{n:02d}" for n in range(count)], {})
     cluster.extra_env = {"SLEEPY_AGENT_SECONDS": str(sleep)}
@@ -327,16 +326,31 @@ def backlog(
         for n in range(workers):
             cluster.worker(f"host-{n + 1}")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_before = cpu_seconds(server.proc.pid)
+        server_before, busy_before = tree_cpu_seconds(server.proc.pid), machine_busy()
         wall = cluster.tf_fsm("desk", "ralph", "--temporal", server.address)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        server_cpu = cpu_seconds(server.proc.pid) - server_before
+        server_cpu = tree_cpu_seconds(server.proc.pid) - server_before
+        busy_after = machine_busy()
         cpu = sum(cpu_seconds(p.pid) for p in cluster.workers.values())
         cpu += (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         assert cluster.merged() == count, f"{cluster.merged()} of {count} tickets merged"
-        return wall, cpu, server_cpu
+        busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
+        return Run(wall, cpu, server_cpu, busy, os.getloadavg()[0])
     finally:
         cluster.end()
+
+
+@dataclass(frozen=True)
+class Run:
+    """A backlog run: wall seconds; CPU seconds of the dispatcher and the workers (their runs,
+    agents and git included) and of the dev server; the machine's busy share meanwhile
+    (every process on it); the load average at its end."""
+
+    wall: float
+    cpu: float
+    server_cpu: float
+    busy: float
+    load: float
 
 
 def throughput(tmp: Path, server: DevServer, count: int, sleep: float) -> None:
@@ -345,21 +359,27 @@ def throughput(tmp: Path, server: DevServer, count: int, sleep: float) -> None:
         f"throughput: {count} untagged tickets, agents sleeping {sleep:.1f} s per invocation, "
         "`tf-fsm ralph --temporal` until every ticket merged on the remote"
     )
-    for workers, (wall, cpu, server_cpu) in runs.items():
+    for workers, run in runs.items():
         print(
-            f"  {workers} worker{'s' if workers > 1 else ''}: {wall:.1f} s "
-            f"({wall / count:.2f} s/ticket), CPU {cpu / count:.2f} s/ticket "
-            f"(+ the dev server's {server_cpu / count:.2f} s/ticket)"
+            f"  {workers} worker{'s' if workers > 1 else ''}: {run.wall:.1f} s "
+            f"({run.wall / count:.2f} s/ticket), CPU {run.cpu / count:.2f} s/ticket "
+            f"(+ the dev server's {run.server_cpu / count:.2f} s/ticket); the machine "
+            f"{run.busy:.0%} busy meanwhile (every process), load {run.load:.1f} at the end"
         )
-    (t1, _, _), (t3, cpu3, server3) = runs[1], runs[3]
+    one, three = runs[1], runs[3]
     cores = os.cpu_count() or 1
-    floor = max(t1 / 3, (cpu3 + server3) / cores) / t1
+    floor = max(one.wall / 3, (three.cpu + three.server_cpu) / cores) / one.wall
     print(
-        f"  best ratio {cores} cores allow for that CPU (dev server included): {floor:.2f} "
-        f"(max(t1 / 3, CPU / {cores}) / t1): "
-        + ("bound by the cores" if floor > RATIO_BUDGET else "not bound by the cores")
+        f"  best ratio {cores} idle cores allow for that CPU (dev server included): "
+        f"{floor:.2f} (max(t1 / 3, CPU / {cores}) / t1); the cores were "
+        f"{three.busy:.0%} busy during the 3-worker run: "
+        + (
+            "bound by the cores"
+            if floor > RATIO_BUDGET or three.busy > 0.9
+            else "not bound by the cores"
+        )
     )
-    ratio = t3 / t1
+    ratio = three.wall / one.wall
     budget(
         "3 workers / 1 worker, untagged, sleeping agents",
         ratio,
