@@ -4,7 +4,7 @@ dev`), a bare repository standing in for the shared remote, clones of it as host
 (time, pid, working directory, ticket, phase) then does what sleepy_agent.sh does.
 
 Imported after _budget (the byte-compiled copy of tf_fsm is on PYTHONPATH for every process
-started here)."""
+started here), and only once the temporal extra is known to be installed."""
 
 from __future__ import annotations
 
@@ -15,10 +15,14 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from _budget import CHECKOUT
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 sys.path.append(str(CHECKOUT))  # tests.gitrepo: the fixed git identity the tests use too
 from tests.gitrepo import GIT_ENV
@@ -28,6 +32,8 @@ from tf_fsm.tk.tickets import new_ticket
 SLEEPY = Path(__file__).resolve().parent / "sleepy_agent.sh"
 #: a worker that has not heartbeaten for this long is taken for dead
 HEARTBEAT_TIMEOUT = 2.0
+#: empty activities per workflow, for Temporal's round trip alone
+EMPTY_ACTIVITIES = 20
 #: the agent: its start logged, implement edits a file of the ticket's own (so each ticket has
 #: a checkpoint and a real merge), the first implement (none yet made the file
 #: BENCH_IMPLEMENT_ONCE) sleeps BENCH_IMPLEMENT_SLEEP more; then sleepy_agent.sh
@@ -244,3 +250,51 @@ def git_calls(log: Path) -> tuple[int, float]:
         return 0, 0.0
     lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
     return len(lines), sum(int(ns) for ns, *_ in lines) / 1e9
+
+
+# -- Temporal alone: an empty activity's round trip -------------------------------------------
+
+
+@activity.defn(name="bench_empty")
+def empty_activity(n: int) -> int:
+    return n
+
+
+@workflow.defn(name="BenchEmpty", sandboxed=False)
+class EmptyActivities:
+    @workflow.run
+    async def run(self, count: int) -> int:
+        for n in range(count):
+            await workflow.execute_activity(
+                "bench_empty", n, start_to_close_timeout=timedelta(seconds=30)
+            )
+        return count
+
+
+async def empty_round_trip(address: str) -> tuple[float, float]:
+    """Seconds per empty activity (a workflow running EMPTY_ACTIVITIES one after the other),
+    and a workflow with none, start to result; an in-process worker with a thread pool, as
+    `tf-fsm worker` runs activities."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client = await Client.connect(address)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        async with Worker(
+            client,
+            task_queue="bench-empty",
+            workflows=[EmptyActivities],
+            activities=[empty_activity],
+            activity_executor=pool,
+            workflow_runner=UnsandboxedWorkflowRunner(),
+        ):
+            times = {}
+            for count in (0, EMPTY_ACTIVITIES, 0, EMPTY_ACTIVITIES):
+                start = time.perf_counter()
+                await client.execute_workflow(
+                    EmptyActivities.run,
+                    count,
+                    id=f"bench-{count}-{time.time_ns()}",
+                    task_queue="bench-empty",
+                )
+                times[count] = time.perf_counter() - start  # the second of each: warm
+    return (times[EMPTY_ACTIVITIES] - times[0]) / EMPTY_ACTIVITIES, times[0]

@@ -39,17 +39,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget
 
 try:
-    from temporalio import activity, workflow
-    from temporalio.client import Client
-    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
     from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
 
     require_sdk()
@@ -66,10 +61,11 @@ from _temporal_cluster import (
     Cluster,
     DevServer,
     cpu_seconds,
-    machine_busy,
-    tree_cpu_seconds,
+    empty_round_trip,
     git_calls,
     git_shim,
+    machine_busy,
+    tree_cpu_seconds,
 )
 
 Start = tuple[float, int, str, str, str]
@@ -77,7 +73,6 @@ Start = tuple[float, int, str, str, str]
 PHASE_BUDGET = 0.050
 TAKEOVER_BUDGET = HEARTBEAT_TIMEOUT + 5.0
 RATIO_BUDGET = 0.40
-EMPTY_ACTIVITIES = 20
 
 
 def phases_of(clone: Path, ticket: str) -> int:
@@ -94,51 +89,6 @@ def agent_span(log: Path, ticket: str) -> float:
 
 
 # -- 1. dispatch overhead per phase ------------------------------------------------------------
-
-
-@activity.defn(name="bench_empty")
-def empty_activity(n: int) -> int:
-    return n
-
-
-@workflow.defn(name="BenchEmpty", sandboxed=False)
-class EmptyActivities:
-    @workflow.run
-    async def run(self, count: int) -> int:
-        for n in range(count):
-            await workflow.execute_activity(
-                "bench_empty", n, start_to_close_timeout=timedelta(seconds=30)
-            )
-        return count
-
-
-async def empty_round_trip(address: str) -> tuple[float, float]:
-    """Seconds per empty activity (a workflow running EMPTY_ACTIVITIES one after the other),
-    and a workflow with none, start to result; an in-process worker with a thread pool, as
-    `tf-fsm worker` runs activities."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    client = await Client.connect(address)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        async with Worker(
-            client,
-            task_queue="bench-empty",
-            workflows=[EmptyActivities],
-            activities=[empty_activity],
-            activity_executor=pool,
-            workflow_runner=UnsandboxedWorkflowRunner(),
-        ):
-            times = {}
-            for count in (0, EMPTY_ACTIVITIES, 0, EMPTY_ACTIVITIES):
-                start = time.perf_counter()
-                await client.execute_workflow(
-                    EmptyActivities.run,
-                    count,
-                    id=f"bench-{count}-{time.time_ns()}",
-                    task_queue="bench-empty",
-                )
-                times[count] = time.perf_counter() - start  # the second of each: warm
-    return (times[EMPTY_ACTIVITIES] - times[0]) / EMPTY_ACTIVITIES, times[0]
 
 
 def overhead(tmp: Path, address: str, trials: int) -> None:
