@@ -8,12 +8,14 @@ started here), and only once the temporal extra is known to be installed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -49,12 +51,12 @@ if [ "$TF_PHASE" = implement ]; then
 fi
 exec {SLEEPY}
 """
-#: a `git` first on the PATH that logs each call's nanoseconds and subcommand (BENCH_GIT_LOG)
+#: a `git` first on the PATH that logs each call's nanoseconds and arguments (BENCH_GIT_LOG)
 GIT_SHIM = """#!/bin/sh
 s=$(date +%s%N)
 {git} "$@"
 rc=$?
-echo "$(( $(date +%s%N) - s )) $1" >>"$BENCH_GIT_LOG"
+echo "$(( $(date +%s%N) - s )) $*" >>"$BENCH_GIT_LOG"
 exit $rc
 """
 
@@ -78,21 +80,38 @@ class DevServer:
     address: str
 
     @classmethod
-    def start(cls, tmp: Path) -> DevServer:
-        argv = [sys.executable, "-m", "tf_fsm", "temporal", "dev", "--port", "0"]
-        argv += ["--db", str(tmp / "dev.db")]
-        log = (tmp / "dev-server.log").open("w")
-        proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=log, text=True)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # "temporal dev server: 127.0.0.1:PORT (history ...)"
-        if not line:
-            said = (tmp / "dev-server.log").read_text()
-            raise SystemExit(f"the dev server did not start: {said}")
-        return cls(proc, line.split()[3])
+    def start(cls, tmp: Path, tries: int = 3) -> DevServer:
+        """Started again, on another port, when the port it was given was taken meanwhile
+        (other programs on the machine pick free ports too) and it died or another answered."""
+        for n in range(tries):
+            argv = [sys.executable, "-m", "tf_fsm", "temporal", "dev", "--port", "0"]
+            argv += ["--db", str(tmp / f"dev-{n}.db")]
+            log = (tmp / "dev-server.log").open("w")
+            proc = subprocess.Popen(argv, cwd=tmp, stdout=subprocess.PIPE, stderr=log, text=True)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # "temporal dev server: 127.0.0.1:PORT (history ...)"
+            if line:
+                server = cls(proc, line.split()[3])
+                time.sleep(1.0)
+                if proc.poll() is None and asyncio.run(answers(server.address)):
+                    return server
+                server.stop()
+            else:
+                proc.wait()
+        said = (tmp / "dev-server.log").read_text()
+        raise SystemExit(f"the dev server did not start: {said}")
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(30)
+
+
+async def answers(address: str) -> bool:
+    try:
+        await Client.connect(address)
+    except RuntimeError:
+        return False
+    return True
 
 
 @dataclass
@@ -244,12 +263,25 @@ def git_shim(tmp: Path) -> dict[str, str]:
     return {"PATH": path, "BENCH_GIT_LOG": str(tmp / "git.log")}
 
 
-def git_calls(log: Path) -> tuple[int, float]:
-    """How many git processes the shim saw, and their seconds in all."""
+def subcommand(args: list[str]) -> str:
+    """git's subcommand among its arguments (past `-C DIR`, `-c KEY=VALUE` and the like)."""
+    rest = iter(args)
+    for arg in rest:
+        if arg in ("-C", "-c", "--git-dir", "--work-tree"):
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return "?"
+
+
+def git_calls(log: Path) -> tuple[int, float, Counter[str]]:
+    """How many git processes the shim saw, their seconds in all, and how many of each
+    subcommand."""
     if not log.exists():
-        return 0, 0.0
+        return 0, 0.0, Counter()
     lines = [line.split() for line in log.read_text().splitlines() if line.strip()]
-    return len(lines), sum(int(ns) for ns, *_ in lines) / 1e9
+    kinds = Counter(subcommand(rest) for _, *rest in lines)
+    return len(lines), sum(int(ns) for ns, *_ in lines) / 1e9, kinds
 
 
 # -- Temporal alone: an empty activity's round trip -------------------------------------------

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ from _temporal_cluster import (
 )
 
 Start = tuple[float, int, str, str, str]
+GitCalls = tuple[int, float, Counter[str]]
 
 PHASE_BUDGET = 0.050
 TAKEOVER_BUDGET = HEARTBEAT_TIMEOUT + 5.0
@@ -125,12 +127,17 @@ def overhead(tmp: Path, address: str, trials: int) -> None:
         f"    a `tf-fsm run` child's start (`run ID --plan --json`, median of 5): "
         f"{child * 1e3:.0f} ms"
     )
-    for side, (count, seconds) in (("local", git_local), ("cluster", git_remote)):
+    for side, (count, seconds, _) in (("local", git_local), ("cluster", git_remote)):
         print(
             f"    git processes, {side} lifecycle: {count} taking {seconds:.2f} s "
             f"({count / phases:.1f} and {seconds / phases * 1e3:.0f} ms per phase; "
             "with the logging shim's own ~2 ms each)"
         )
+    more = git_remote[2] - git_local[2]
+    print(
+        "    the cluster's extra git processes by subcommand: "
+        + ", ".join(f"{kind} {n}" for kind, n in more.most_common(8))
+    )
     print(
         f"    Temporal, an empty activity's round trip (workflow task + activity task, "
         f"in-process worker): {per_activity * 1e3:.1f} ms; an empty workflow start to "
@@ -156,8 +163,8 @@ def child_start(cluster: Cluster, host: str) -> float:
     return statistics.median(times)
 
 
-def count_git(cluster: Cluster, ticket: str, tmp: Path) -> tuple[tuple[int, float], ...]:
-    """One more lifecycle each side with the logging git: (processes, seconds) of each."""
+def count_git(cluster: Cluster, ticket: str, tmp: Path) -> tuple[GitCalls, ...]:
+    """One more lifecycle each side with the logging git: its calls on each (git_calls)."""
     counted = []
     for side in ("local", "cluster"):
         shim = git_shim(tmp / f"git-{side}")
