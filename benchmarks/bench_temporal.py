@@ -45,11 +45,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _budget import budget
 
-try:
-    from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
+from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
 
+try:
     require_sdk()
     temporal_binary()
+    import temporalio.client  # noqa: F401 - the SDK itself, not only its being found
 except (ImportError, TemporalMissing) as exc:  # pragma: no cover - depends on the install
     print(
         f"SKIP  bench_temporal: the temporal extra is not installed ({exc}); "
