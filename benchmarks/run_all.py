@@ -20,6 +20,7 @@ SUITE = [
     "bench_conflicts.py",
     "bench_convergence.py",
     "bench_ui.py",
+    "bench_temporal.py",
 ]
 
 

@@ -34,6 +34,10 @@ from tf_fsm.temporal.workflow import host_queue
 
 #: how long running activities may go on once the worker is told to stop
 GRACE_SECONDS = 30.0
+#: how long a workflow task waits on the queue of the worker that ran the workflow's last
+#: task (its cache; Temporal's "sticky" queue) before any worker may take it: Temporal's
+#: 10 s default would add 10 s to every takeover whose dead worker had run that last task
+STICKY_PICKUP = timedelta(seconds=1)
 #: the error type a workflow sees when a stopping worker handed its activity back (retried)
 WORKER_STOPPED = "WorkerStopped"
 
@@ -101,7 +105,12 @@ async def serve(
             "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(1),
         }
         shared = Worker(
-            client, task_queue=queue, workflows=workflows, tuner=tuner(kept, False), **common
+            client,
+            task_queue=queue,
+            workflows=workflows,
+            tuner=tuner(kept, False),
+            sticky_queue_schedule_to_start_timeout=STICKY_PICKUP,
+            **common,
         )
         mine = Worker(client, task_queue=host_queue(queue, host), tuner=tuner(kept, True), **common)
         runs: asyncio.Future[Any] = asyncio.gather(shared.run(), mine.run())
