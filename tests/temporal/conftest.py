@@ -25,6 +25,7 @@ from tf_fsm.temporal.binary import TemporalMissing, require_sdk, temporal_binary
 T = TypeVar("T")
 READY_SECONDS = 60.0
 STOP_SECONDS = 10.0
+PORT_TAKEN = "address already in use"  # how the server's log says its port was taken
 
 
 @dataclass
@@ -57,9 +58,9 @@ def _installed() -> Path:
         pytest.skip(f"the temporal extra is not installed ({exc})")
 
 
-def _start(binary: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def _start(binary: Path, port: str, log: Path) -> subprocess.Popen[bytes]:
     argv = [str(binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1"]
-    argv += ["--port", str(port), "--log-level", "warn"]
+    argv += ["--port", port, "--log-level", "warn"]
     setpriv = shutil.which("setpriv")
     if setpriv is not None:  # the server dies with the tests, even when they are SIGKILLed
         argv = [setpriv, "--pdeathsig", "KILL", "--", *argv]
@@ -82,24 +83,48 @@ async def _connect(address: str, server: subprocess.Popen[bytes], log: Path) -> 
             await asyncio.sleep(0.05)
 
 
+def _serve(
+    binary: Path, log: Path, loop: asyncio.AbstractEventLoop
+) -> tuple[str, subprocess.Popen[bytes], Any]:
+    """A dev server on a free port, and a client connected to it. A port found free can be
+    taken before the server binds it (by another process of these tests: each pytest-xdist
+    worker that runs them starts its own server; by anything else on the machine): a server
+    that exits saying so is started again on another port."""
+    tries = 3
+    for tried in range(1, tries + 1):
+        address = f"127.0.0.1:{free_port()}"
+        server = _start(binary, address.rsplit(":", 1)[1], log)
+        try:
+            return address, server, loop.run_until_complete(_connect(address, server, log))
+        except RuntimeError:
+            _stop(server)
+            if tried == tries or PORT_TAKEN not in log.read_text(errors="replace"):
+                raise
+    raise AssertionError("not reached: the last try returns or raises")
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    server.terminate()
+    try:
+        server.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 @pytest.fixture(scope="session")
 def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     binary = _installed()
-    port = free_port()
     log = tmp_path_factory.mktemp("temporal") / "dev-server.log"
-    address = f"127.0.0.1:{port}"
     started = time.monotonic()
-    server = _start(binary, port, log)
     loop = asyncio.new_event_loop()
     try:
-        client = loop.run_until_complete(_connect(address, server, log))
-        ready = time.monotonic() - started
-        yield DevServer(address, client, loop, log, ready)
+        address, server, client = _serve(binary, log, loop)
+    except BaseException:
+        loop.close()
+        raise
+    try:
+        yield DevServer(address, client, loop, log, time.monotonic() - started)
     finally:
-        server.terminate()
-        try:
-            server.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        _stop(server)
         loop.close()
