@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.parallel import group_shared_fixtures
-
 if TYPE_CHECKING:
     from tests.e2e.conftest import Harness
 
@@ -31,11 +29,6 @@ def tk_ticket(
         f"created: 2026-02-10T12:00:00Z\ntype: task\npriority: 2\ntags: {tags}\n---\n"
         f"# {title}\n\n{body}\n"
     )
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    group_shared_fixtures(config, items)
 
 
 @pytest.fixture(autouse=True)
