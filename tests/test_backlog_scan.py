@@ -291,8 +291,12 @@ def test_ctrl_c_during_a_forked_scan_prints_nothing_twice_and_leaves_no_reader(
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=60)
         # 130: the command was interrupted; -SIGINT: the signal landed before Python had set
-        # its handler up, or after the command, while the interpreter shut down
+        # its handler up, or after the command, while the interpreter shut down; 1: it landed
+        # while the interpreter imported its own modules (site), before any line of tf_fsm's
         assert out in (complete, ""), (delay, err[-300:])  # whole, once, or nothing
-        assert child.returncode in (0, 130, -signal.SIGINT), (delay, err[-300:])
+        in_startup = "KeyboardInterrupt" in err and "tf_fsm" not in err and out == ""
+        assert child.returncode in (0, 130, -signal.SIGINT) or (
+            child.returncode == 1 and in_startup
+        ), (delay, err[-300:])
         assert child.returncode != 0 or out == complete
         assert _group_ends(child.pid), delay  # nothing is left in its group

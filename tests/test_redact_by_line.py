@@ -122,6 +122,18 @@ def test_remembered_lines_are_shared_only_by_redactors_with_the_same_values() ->
     assert other(text).endswith(line)
 
 
+def test_redactors_with_as_many_literal_values_as_remembered_keep_sharing_their_lines() -> None:
+    """However many redactors with other values came before, one made again with the same
+    values shares the lines of the first; and at most _MEMO_PATTERNS sets are remembered."""
+    from tf_fsm.storage import redact
+
+    for n in range(2 * redact._MEMO_PATTERNS):
+        Redactor([f"an-other-literal-{n}"])
+        assert len(redact._LINES) <= redact._MEMO_PATTERNS
+        first = Redactor(["a-literal-secret-1"])
+        assert Redactor(["a-literal-secret-1"])._lines is first._lines, n
+
+
 def test_a_text_redacted_before_comes_back_whole_and_its_lines_stay_exact() -> None:
     """A prompt is redacted, then its copy: the second time it is one lookup. Remembering
     whole texts never changes what a line is redacted to."""

@@ -23,9 +23,11 @@ from typing import Any
 
 import pytest
 
+from tests.crash.conftest import SOAK
 from tests.e2e.conftest import STRONG, Harness, finding
 
-TRIALS = 50
+#: 20 in CI, as the crash harness's SIGKILL trials; TF_FSM_CRASH_SOAK=N runs N times as many
+TRIALS = 20 * SOAK
 SETTLED = (0, 3, 4)
 
 
@@ -156,7 +158,7 @@ def one_trial(trial: int, root: Path, baseline: dict[str, Any]) -> tuple[list[st
 
 
 def test_sigkill_at_random_points_then_resume(baseline: dict[str, Any], tmp_path: Path) -> None:
-    """50 seeded trials, each in a fresh project of its own; as many at once as there are
+    """TRIALS seeded trials, each in a fresh project of its own; as many at once as there are
     cores (up to 4: each trial is real processes, and the kill points are random anyway)."""
     from concurrent.futures import ThreadPoolExecutor
 

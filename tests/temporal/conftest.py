@@ -28,6 +28,7 @@ from tf_fsm.temporal.devserver import start_dev_server, stop_dev_server
 T = TypeVar("T")
 READY_SECONDS = 60.0
 STOP_SECONDS = 10.0
+PORT_TAKEN = "address already in use"  # how the server's log says its port was taken
 
 
 @dataclass
@@ -68,20 +69,38 @@ async def _connect(address: str, server: subprocess.Popen[bytes], log: Path) -> 
             await asyncio.sleep(0.05)
 
 
+def _serve(log: Path, loop: asyncio.AbstractEventLoop) -> tuple[str, subprocess.Popen[bytes], Any]:
+    """A dev server on a free port, and a client connected to it. A port found free can be
+    taken before the server binds it (by another process of these tests: each pytest-xdist
+    worker that runs them starts its own server; by anything else on the machine): a server
+    that exits saying so is started again on another port."""
+    tries = 3
+    for tried in range(1, tries + 1):
+        address = f"127.0.0.1:{free_port()}"
+        with log.open("wb") as out:  # the server dies with the tests, even when SIGKILLed
+            server = start_dev_server(int(address.rsplit(":", 1)[1]), None, cwd=log.parent, log=out)
+        try:
+            return address, server, loop.run_until_complete(_connect(address, server, log))
+        except RuntimeError:
+            stop_dev_server(server, STOP_SECONDS)
+            if tried == tries or PORT_TAKEN not in log.read_text(errors="replace"):
+                raise
+    raise AssertionError("not reached: the last try returns or raises")
+
+
 @pytest.fixture(scope="session")
 def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     _installed()
-    port = free_port()
     log = tmp_path_factory.mktemp("temporal") / "dev-server.log"
-    address = f"127.0.0.1:{port}"
     started = time.monotonic()
-    with log.open("wb") as out:  # the server dies with the tests, even when they are SIGKILLed
-        server = start_dev_server(port, None, cwd=log.parent, log=out)
     loop = asyncio.new_event_loop()
     try:
-        client = loop.run_until_complete(_connect(address, server, log))
-        ready = time.monotonic() - started
-        yield DevServer(address, client, loop, log, ready)
+        address, server, client = _serve(log, loop)
+    except BaseException:
+        loop.close()
+        raise
+    try:
+        yield DevServer(address, client, loop, log, time.monotonic() - started)
     finally:
         stop_dev_server(server, STOP_SECONDS)
         loop.close()

@@ -275,8 +275,8 @@ class Redactor:
         self._by_line = not any("\n" in f for f in forms)
         # A line (not a text's first) -> that line redacted; shared by the redactors with the
         # same patterns (each run's store builds one from the same environment).
-        if len(_LINES) > _MEMO_PATTERNS:
-            _LINES.clear()
+        if pattern not in _LINES and len(_LINES) >= _MEMO_PATTERNS:
+            _LINES.clear()  # never the lines of a redactor made again: it is the common case
         self._lines = _LINES.setdefault(pattern, {})
 
     @classmethod
