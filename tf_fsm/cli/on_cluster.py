@@ -22,9 +22,9 @@ from tf_fsm.errors import EXIT_INTERRUPTED, TfFsmError, UsageError
 from tf_fsm.settings.load import load_settings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.temporal.catch_up import catch_up
-from tf_fsm.temporal.commands import Cluster, Known, dispatch, known_tickets, print_rows, rows
+from tf_fsm.temporal.commands import Cluster, dispatch, known_tickets, print_rows, rows
 from tf_fsm.temporal.connect import Target, connect
-from tf_fsm.temporal.dispatcher import DONE
+from tf_fsm.temporal.dispatcher import DONE, Known
 from tf_fsm.temporal.materialize import rewrite_files
 from tf_fsm.temporal.orders import TicketEnd, TicketFiles
 from tf_fsm.views.terminal import terminal_safe
@@ -186,9 +186,8 @@ def _mirror(where: Target, view: ClusterView, stop: threading.Event) -> None:
                 client = client or await connect(where)
                 known = await known_tickets(client, where.root)
                 view.update(known)
-                changed = {
-                    t: k.files for t, k in known.items() if len(k.files.journal) != seen.get(t)
-                }
+                files = {t: k.files for t, k in known.items() if k.files is not None}
+                changed = {t: f for t, f in files.items() if len(f.journal) != seen.get(t)}
                 keep_files(where.root, changed, _stderr)
                 seen.update({t: len(f.journal) for t, f in changed.items()})
                 said = None

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
+from temporalio.service import RPCStatusCode
 
 from tf_fsm.settings.load import LoadedSettings, load_settings
 from tf_fsm.storage.backends import open_store
@@ -20,12 +20,13 @@ from tf_fsm.temporal.dispatcher import (
     LEFT,
     RESUMED_ON_REQUEST,
     Dispatcher,
+    Known,
     Selection,
+    look,
     run_backlog,
 )
 from tf_fsm.temporal.identity import repository_identity, workflow_id
-from tf_fsm.temporal.orders import Progress, TicketEnd, TicketFiles, TicketOrder
-from tf_fsm.temporal.workflow import TicketWorkflow
+from tf_fsm.temporal.orders import TicketEnd, TicketOrder
 from tf_fsm.tk import tickets
 
 Say = Callable[[str], None]
@@ -138,34 +139,34 @@ class Row:
         return dict(self.__dict__)
 
 
+async def backlog_known(client: Client, root: Path) -> dict[str, Known]:
+    """Every ticket of the backlog, as its workflow tells it (asked all at once)."""
+    repository = repository_identity(root)
+    ids = sorted(tickets.scan(tickets.tickets_dir(root)).records)
+    handles = [
+        client.get_workflow_handle(workflow_id(repository, t), result_type=TicketEnd) for t in ids
+    ]
+    return dict(zip(ids, await asyncio.gather(*map(look, handles)), strict=True))
+
+
 async def rows(client: Client, root: Path) -> list[Row]:
     """Every ticket of the backlog, as its workflow (the latest run of its id) knows it."""
-    repository = repository_identity(root)
-    backlog = tickets.scan(tickets.tickets_dir(root))
-    found = [_row(client, repository, tid) for tid in sorted(backlog.records)]
-    return list(await asyncio.gather(*found))
+    return [_row(ticket, known) for ticket, known in (await backlog_known(client, root)).items()]
 
 
-async def _row(client: Client, repository: str, ticket: str) -> Row:
-    handle = client.get_workflow_handle(workflow_id(repository, ticket), result_type=TicketEnd)
-    try:
-        status = (await handle.describe()).status
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return Row(ticket, "none", 0, None, None, None, None, None, False)
-    name = status.name.lower() if status is not None else "unknown"
-    if status == WorkflowExecutionStatus.COMPLETED:
-        end = await handle.result()
-        return Row(ticket, name, end.phases, end.attempt, None, None, end.status, end.reason, False)
-    try:
-        progress: Progress = await handle.query(TicketWorkflow.progress)
-    except RPCError as exc:  # no worker polls: what the server says is all there is
-        return Row(ticket, name, 0, None, None, None, None, exc.message, False)
-    last = progress.last
+def _row(ticket: str, known: Known) -> Row:
+    if known.end is not None:
+        end = known.end
+        return Row(
+            ticket, known.status, end.phases, end.attempt, None, None, end.status, end.reason, False
+        )
+    if known.progress is None:  # never started, or no worker polls: what the server says
+        said = known.unanswered.message if known.unanswered is not None else None
+        return Row(ticket, known.status, 0, None, None, None, None, said, False)
+    progress, last = known.progress, known.progress.last
     return Row(
         ticket,
-        name,
+        known.status,
         progress.phases,
         last.attempt if last else None,
         last.phase if last else None,
@@ -195,33 +196,13 @@ def print_rows(found: Sequence[Row], as_json: bool, say: Say) -> None:
         )
 
 
-@dataclass(frozen=True)
-class Known:
-    """A ticket as its workflow (the latest run of its id) knows it: its files, whether it
-    runs now, and how it ended (None while it runs)."""
-
-    files: TicketFiles
-    running: bool
-    end: TicketEnd | None
-
-
 async def known_tickets(client: Client, root: Path) -> dict[str, Known]:
-    """The tickets of the backlog that have a workflow, as it knows them (`ui --temporal`)."""
-    repository = repository_identity(root)
-    backlog = tickets.scan(tickets.tickets_dir(root))
+    """The tickets of the backlog that have a workflow that told its files (`ui --temporal`)."""
     found: dict[str, Known] = {}
-    for ticket in sorted(backlog.records):
-        handle = client.get_workflow_handle(workflow_id(repository, ticket), result_type=TicketEnd)
-        try:
-            status = (await handle.describe()).status
-            if status == WorkflowExecutionStatus.COMPLETED:
-                end = await handle.result()
-                found[ticket] = Known(end.files, False, end)
-            else:
-                progress = await handle.query(TicketWorkflow.progress)
-                running = status == WorkflowExecutionStatus.RUNNING
-                found[ticket] = Known(progress.files, running, None)
-        except RPCError as exc:
-            if exc.status not in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-                raise
+    for ticket, known in (await backlog_known(client, root)).items():
+        asked = known.unanswered
+        if asked is not None and asked.status != RPCStatusCode.FAILED_PRECONDITION:
+            raise asked
+        if known.files is not None:
+            found[ticket] = known
     return found

@@ -19,13 +19,15 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from tf_fsm.temporal.identity import workflow_id
-from tf_fsm.temporal.orders import PhaseReport, Progress, TicketEnd, TicketOrder
+from tf_fsm.temporal.orders import PhaseReport, Progress, TicketEnd, TicketFiles, TicketOrder
 from tf_fsm.temporal.workflow import TicketWorkflow
 from tf_fsm.tk import tickets
 from tf_fsm.tk.selection import ready
 
 #: how often a dispatcher asks its workflows how far they are
 POLL_SECONDS = 0.5
+#: a server that does not answer: waited for, not an error
+UNANSWERED = frozenset({RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED})
 #: how a workflow's run may end with the ticket done: no later run is started
 DONE = frozenset({"closed", "already_closed"})
 #: how a run may end that the backlog loop does not go on with by itself (`--resume-errors`
@@ -98,17 +100,60 @@ async def _status(handle: Handle) -> WorkflowExecutionStatus | None:
         raise
 
 
+@dataclass(frozen=True)
+class Known:
+    """A ticket's workflow (the latest run of its id) as the server and the workflow tell
+    it: `status` (`running`, `completed`, `terminated`, ...; `none`: never started), a
+    completed run's result (`end`), any other run's progress (`progress`), or why its
+    progress could not be asked (`unanswered`: no worker replayed it yet, the server gone)."""
+
+    status: str
+    end: TicketEnd | None = None
+    progress: Progress | None = None
+    unanswered: RPCError | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def files(self) -> TicketFiles | None:
+        """The files its history holds, when it told them."""
+        if self.end is not None:
+            return self.end.files
+        return self.progress.files if self.progress is not None else None
+
+
+async def look(handle: Handle) -> Known:
+    """What the ticket's workflow tells of itself: `dispatch`, `status --temporal` and the
+    board's mirror all ask here."""
+    status = await _status(handle)
+    return Known("none") if status is None else await _known(handle, status)
+
+
+async def _known(handle: Handle, status: WorkflowExecutionStatus) -> Known:
+    name = status.name.lower()
+    if status == WorkflowExecutionStatus.COMPLETED:
+        return Known(name, end=await handle.result())
+    try:
+        return Known(name, progress=await handle.query(TicketWorkflow.progress))
+    except RPCError as exc:
+        return Known(name, unanswered=exc)
+
+
 async def _end_of(handle: Handle, status: WorkflowExecutionStatus) -> TicketEnd:
     """How the last run ended: its result, or for a run ended from outside (terminated,
     cancelled, timed out) what its progress query says it had reached."""
-    if status == WorkflowExecutionStatus.COMPLETED:
-        return await handle.result()
-    progress = await handle.query(TicketWorkflow.progress)
-    last = progress.last
+    known = await _known(handle, status)
+    if known.end is not None:
+        return known.end
+    if known.progress is None:
+        raise known.unanswered or RuntimeError(f"{handle.id}: no progress")
+    progress, last = known.progress, known.progress.last
     return TicketEnd(
         progress.ticket,
-        status.name.lower(),
-        f"its last workflow run was {status.name.lower()}",
+        known.status,
+        f"its last workflow run was {known.status}",
         last.attempt if last else None,
         progress.files,
         progress.phases,
@@ -179,7 +224,7 @@ class Dispatcher:
             try:
                 end = await self._look(ticket, handle)
             except RPCError as exc:
-                if exc.status not in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+                if exc.status not in UNANSWERED:
                     raise
                 if self._unanswered is None:
                     self.say(f"the Temporal server does not answer ({exc.message}): waiting")
@@ -197,11 +242,12 @@ class Dispatcher:
         status = await _status(handle)
         if status is not None and status != WorkflowExecutionStatus.RUNNING:
             return await _end_of(handle, status)
-        try:
-            progress: Progress = await handle.query(TicketWorkflow.progress)
-        except RPCError as exc:  # no worker has taken its first task yet: next time
-            if exc.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-                raise
+        if status is None:  # not visible yet, just started: next time
+            return None
+        progress = (known := await _known(handle, status)).progress
+        if progress is None:  # no worker has taken its first task yet: next time
+            if known.unanswered is not None and known.unanswered.status in UNANSWERED:
+                raise known.unanswered
             return None
         if progress.last is not None and progress.phases > self._phases.get(ticket, 0):
             self._phases[ticket] = progress.phases
