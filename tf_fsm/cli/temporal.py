@@ -201,8 +201,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from tf_fsm.settings.temporal import TEMPORAL_ENV
     from tf_fsm.temporal.connect import target
-    from tf_fsm.temporal.identity import origin
-    from tf_fsm.temporal.worker import default_host
+    from tf_fsm.temporal.identity import default_host, origin
 
     root = project_root(args)
     if origin(root) is None:

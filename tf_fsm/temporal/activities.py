@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import threading
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -34,7 +33,7 @@ from tf_fsm.temporal.fence import (
     remote_values,
     take,
 )
-from tf_fsm.temporal.identity import repository_identity
+from tf_fsm.temporal.identity import default_host, repository_identity
 from tf_fsm.temporal.knowledge import commit_knowledge, knowledge_ref, report_of
 from tf_fsm.temporal.materialize import Materialized, fetch_shas, materialize
 from tf_fsm.temporal.orders import (
@@ -71,7 +70,7 @@ class TicketActivities:
     def __init__(self, root: Path, host: str | None = None) -> None:
         self.root = root.resolve()
         self.repository = repository_identity(self.root)
-        self.host = host or socket.gethostname()
+        self.host = host or default_host(self.root)
         self.git = Git(self.root)
         # the clone's base branch moves for a merge and for a new ticket's first phase: never
         # both at once in this worker (a merge made and not yet pushed would be set aside)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import socket
 from pathlib import Path
 
 from tf_fsm.workspace.git import Git, repository_root
@@ -57,3 +58,9 @@ def workflow_prefix(repository: str) -> str:
 def workflow_id(repository: str, ticket: str) -> str:
     """The workflow id of `ticket` in `repository`: readable at its end."""
     return f"{workflow_prefix(repository)}{ticket}"
+
+
+def default_host(root: Path) -> str:
+    """The name of a worker's host: the machine and its clone, so that two clones on one
+    machine (two "hosts" of a test) have queues of their own."""
+    return f"{socket.gethostname()}:{root.resolve()}"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -28,6 +27,7 @@ from temporalio.worker import (
 )
 
 from tf_fsm.temporal.dispatch import registered
+from tf_fsm.temporal.identity import default_host
 from tf_fsm.temporal.orders import TASK_QUEUE, PhaseReport
 from tf_fsm.temporal.slots import Slots, tuner
 from tf_fsm.temporal.workflow import host_queue
@@ -40,12 +40,6 @@ GRACE_SECONDS = 30.0
 STICKY_PICKUP = timedelta(seconds=1)
 #: the error type a workflow sees when a stopping worker handed its activity back (retried)
 WORKER_STOPPED = "WorkerStopped"
-
-
-def default_host(root: Path) -> str:
-    """The name of a worker's host: the machine and its clone, so that two clones on one
-    machine (two "hosts" of a test) have queues of their own."""
-    return f"{socket.gethostname()}:{root.resolve()}"
 
 
 class _GuardInbound(ActivityInboundInterceptor):
