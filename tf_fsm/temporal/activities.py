@@ -93,6 +93,8 @@ class TicketActivities:
         the remote's: the ticket's tk file may be newer than the clone, and its branch is
         made from the base."""
         settings = load_settings(self.root)
+        # the rule of tf_fsm.workspace.worktree.base_branch, without its check that a
+        # configured base exists here: a clone may lack it, and bring_base makes it
         base = settings.settings.workspace.baseBranch or self.git.head_branch()
         if base is None:
             return
