@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from tests.e2e.conftest import Harness
 
 DATA = Path(__file__).parent / "data"
+#: the browser tests' fixtures (`browser`, `page`): tests/browser.py
+pytest_plugins = ["tests.browser"]
 
 
 def tk_ticket(

@@ -1,77 +1,30 @@
 """`tf-fsm ui` in a real browser: Debian's chromium (/usr/bin/chromium) driven by Playwright,
 against a real server process, while real `tf-fsm run` processes run real agent scripts.
 
-No browser is downloaded: without /usr/bin/chromium (`apt-get install chromium`, which
-.ci/run does) these tests are skipped, saying so. With TF_FSM_SCREENSHOTS=1 the screenshots
+The browser and its fixtures are tests/browser.py. With TF_FSM_SCREENSHOTS=1 the screenshots
 are written to docs/images/ (docs/ui.md shows them); otherwise to the test's directory."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.browser import live, needs_chromium, until
 from tests.conftest import tk_ticket
 from tests.test_ui import XSS
 from tests.ui_server import demo_project, slow_project, start_run, ui_server
 
-CHROMIUM = Path("/usr/bin/chromium")
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
-FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.is_file(),
-    reason="Debian's chromium is not installed at /usr/bin/chromium "
-    "(apt-get install chromium; .ci/run installs it): the browser tests of tf-fsm ui are skipped",
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1500, "height": 900})
-    tab = context.new_page()
-    tab.on("dialog", lambda d: pytest.fail(f"a dialog opened: {d.message}"))
-    yield tab
-    context.close()
-
-
-def until(page: Any, expression: str, timeout: float = 20.0) -> None:
-    """Wait until `expression` is true in the page. Polled from here with `evaluate`: the
-    board's Content-Security-Policy forbids the eval that Playwright's own waiting uses."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expression):
-        assert time.monotonic() < deadline, f"not true within {timeout} s: {expression}"
-        time.sleep(0.05)
-
-
-def _live(page: Any, url: str) -> None:
-    page.goto(url)
-    until(page, "document.getElementById('live').textContent === 'live'")
-    page.evaluate("window.__sameDocument = 42")
+pytestmark = needs_chromium
 
 
 def test_a_run_beside_the_board_moves_its_card_without_a_reload(page: Any, project: Path) -> None:
     root = slow_project(project / "p", ("t-1", "t-2"))
     with ui_server(root) as server:
-        _live(page, server.base + "/")
+        live(page, server.base + "/")
         assert page.locator("#col-ready #card-t-1").count() == 1
         run = start_run(root, "t-1")
         try:
@@ -110,7 +63,7 @@ def test_a_ticket_that_needs_a_human_raises_a_notification(browser: Any, project
     page = context.new_page()
     try:
         with ui_server(root) as server:
-            _live(page, server.base + "/")
+            live(page, server.base + "/")
             run = start_run(root, "t-1")
             assert run.wait(timeout=60) == 4, run.stderr.read() if run.stderr else ""
             until(page, "document.querySelector('#col-human #card-t-1') !== null")
@@ -126,7 +79,7 @@ def test_the_ticket_page_shows_the_path_the_artifacts_and_a_live_log(
 ) -> None:
     root = slow_project(project / "p", ("t-1",))
     with ui_server(root) as server:
-        _live(page, server.base + "/ticket/t-1")
+        live(page, server.base + "/ticket/t-1")
         assert "not run yet" in page.inner_text("#panel")
         run = start_run(root, "t-1")
         try:
@@ -147,7 +100,7 @@ def test_agent_payloads_render_inert_in_the_browser(page: Any, project: Path) ->
     root = demo_project(project / "p")
     (root / ".tf/knowledge/tickets/demo-1/review.md").write_text(XSS, encoding="utf-8")
     with ui_server(root) as server:
-        _live(page, server.base + "/ticket/demo-1")
+        live(page, server.base + "/ticket/demo-1")
         page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         for link in page.locator("#artifact-review\\.md a").all():
             link.click(modifiers=["Alt"], no_wait_after=True, trial=False, timeout=2000)
@@ -169,11 +122,11 @@ def test_screenshots_of_the_demo_board_and_ticket_page(page: Any, project: Path)
     )
     where = DOCS_IMAGES if os.environ.get("TF_FSM_SCREENSHOTS") == "1" else project
     with ui_server(root) as server:
-        _live(page, server.base + "/")
+        live(page, server.base + "/")
         page.set_viewport_size({"width": 1500, "height": 520})
         board = where / "ui-board.png"
         page.screenshot(path=str(board))
-        _live(page, server.base + "/ticket/demo-1")
+        live(page, server.base + "/ticket/demo-1")
         page.evaluate(
             "document.querySelector('#artifact-review\\\\.md').open = true;"
             "document.querySelector('#artifact-close-summary\\\\.md').open = false;"

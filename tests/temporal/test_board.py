@@ -9,15 +9,15 @@ import pytest
 
 pytest.importorskip("temporalio", reason="the temporal extra is not installed")
 
+from tests.browser import needs_chromium, until
 from tests.temporal.cluster import Cluster, wait_until
 from tests.temporal.test_many_hosts import pause_in
-from tests.test_ui_browser import CHROMIUM, browser, page, until  # noqa: F401
 from tests.ui_server import ui_server
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed")
+pytestmark = needs_chromium
 
 
-def test_the_board_of_a_clone_follows_the_cluster(cluster: Cluster, page: Any) -> None:  # noqa: F811
+def test_the_board_of_a_clone_follows_the_cluster(cluster: Cluster, page: Any) -> None:
     cluster.create(["pt-1"])
     reached = pause_in(cluster, "review")
     cluster.worker("host-a")
