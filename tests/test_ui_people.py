@@ -276,8 +276,7 @@ def test_the_keys_move_between_cards_open_one_and_go_next_and_back(
         page.keyboard.press("Enter")
         page.wait_for_url("**/ticket/demo-3")
         assert page.get_attribute("#prev-ticket", "href") == "/ticket/demo-2"
-        ids = [c for c in order]  # the board's order is tk's: priority, then id
-        assert sorted(ids) == ["demo-1", "demo-2", "demo-3", "demo-4"]
+        assert page.get_attribute("#next-ticket", "href") == "/ticket/demo-4"  # tk's order
         page.keyboard.press("n")
         page.wait_for_url("**/ticket/demo-4")
         page.keyboard.press("p")
