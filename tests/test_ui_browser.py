@@ -126,6 +126,13 @@ def test_screenshots_of_the_demo_board_and_ticket_page(page: Any, project: Path)
         page.set_viewport_size({"width": 1500, "height": 520})
         board = where / "ui-board.png"
         page.screenshot(path=str(board))
+        page.emulate_media(color_scheme="dark")  # as a system in dark mode asks for it
+        dark = where / "ui-board-dark.png"
+        page.screenshot(path=str(dark))
+        page.emulate_media(color_scheme="light")
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone
+        phone = where / "ui-board-phone.png"
+        page.screenshot(path=str(phone))
         live(page, server.base + "/ticket/demo-1")
         page.evaluate(
             "document.querySelector('#artifact-review\\\\.md').open = true;"
@@ -135,7 +142,7 @@ def test_screenshots_of_the_demo_board_and_ticket_page(page: Any, project: Path)
         page.set_viewport_size({"width": 1500, "height": 1100})
         ticket = where / "ui-ticket.png"
         page.screenshot(path=str(ticket))
-    for shot in (board, ticket):
+    for shot in (board, dark, phone, ticket):
         data = shot.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, shot
     assert shutil.which("dot") is None or page.locator("#diagram").count() == 1

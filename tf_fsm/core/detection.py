@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from tf_fsm._json_input import load_json
 from tf_fsm.core import gate
 from tf_fsm.core.gate import blocking_counts
 from tf_fsm.core.markdown import (
@@ -40,6 +41,7 @@ __all__ = [
     "parse_close_summary",
     "parse_post_fix_verification",
     "parse_review",
+    "remaining_findings",
     "uncountable_review",
 ]
 
@@ -205,6 +207,18 @@ def _findings(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     for severity, body in _review_sections(text)[2]:
         out.setdefault(severity, []).extend(findings_in(body))
     return tuple((severity, tuple(items)) for severity, items in out.items())
+
+
+def remaining_findings(read: Callable[[str], str | None]) -> dict[str, list[str]]:
+    """The findings that remain after the fix, by severity: the post-fix re-review's
+    (`post-fix-review.md`, when the verification's mode is `rereview`), else review.md's.
+    `read` gives an artifact's text by name (None: absent)."""
+    try:
+        mode = load_json(read("post-fix-verification.json") or "{}").get("mode")
+    except (ValueError, AttributeError):  # unreadable, or not an object
+        mode = None
+    remaining = read("post-fix-review.md") if mode == "rereview" else None
+    return extract_findings(remaining or read("review.md") or "")
 
 
 def parse_review(text: str) -> ReviewCounts:

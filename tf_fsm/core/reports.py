@@ -26,15 +26,23 @@ SEVERITY_HEADINGS: dict[str, str] = {
 }
 
 
-def _tagged(text: str) -> bool:
-    """Does the finding already end with its reviewers, `*(reviewer-a, reviewer-b)*`? Parsed by
-    hand: a regex with nested repetition here backtracks exponentially on hostile text."""
+def split_reviewers(text: str) -> tuple[str, tuple[str, ...]]:
+    """A merged finding without the reviewers it ends with, `*(reviewer-a, reviewer-b)*`, and
+    those reviewers (none: not tagged). Parsed by hand: a regex with nested repetition here
+    backtracks exponentially on hostile text."""
     stripped = text.rstrip()
     start = stripped.rfind("*(")
     if not stripped.endswith(")*") or start < 0:
-        return False
+        return text, ()
     names = [n.strip() for n in stripped[start + 2 : -2].split(",")]
-    return all(n.startswith("reviewer-") and len(n) > len("reviewer-") for n in names)
+    if not all(n.startswith("reviewer-") and len(n) > len("reviewer-") for n in names):
+        return text, ()
+    return stripped[:start].rstrip(), tuple(names)
+
+
+def _tagged(text: str) -> bool:
+    """Does the finding already end with its reviewers?"""
+    return bool(split_reviewers(text)[1])
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tf_fsm._json_input import load_json
 from tf_fsm.core.artifacts import INPUTS
-from tf_fsm.core.detection import extract_findings
+from tf_fsm.core.detection import remaining_findings
 from tf_fsm.core.escalation import Resolution, RoleResolution
 from tf_fsm.core.journal import Event, TicketBlocked
 from tf_fsm.core.machine import PHASES, AttemptFacts
@@ -207,8 +207,7 @@ def prior_failure(
         verification = load_json(read("post-fix-verification.json") or "{}")
     except ValueError:
         verification = {}
-    remaining = read("post-fix-review.md") if verification.get("mode") == "rereview" else None
-    findings = extract_findings(remaining or read("review.md") or "")
+    findings = remaining_findings(read)
     gates = [
         g for g in verification.get("gates", []) if isinstance(g, dict) and not g.get("passed")
     ]

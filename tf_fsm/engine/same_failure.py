@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tf_fsm._json_input import load_json
 from tf_fsm.core import journal as ev
-from tf_fsm.core.detection import extract_findings
+from tf_fsm.core.detection import remaining_findings
 from tf_fsm.core.escalation import detect_same_failure, next_tier, should_retry
 from tf_fsm.core.next_step import SAME_FAILURE, same_failure_pair, stop_reason
 from tf_fsm.core.signature import FailureSignature, failure_signature
@@ -29,13 +28,7 @@ def attempt_signature(
     """The blocked attempt's signature: the findings that remain after the fix (the post-fix
     re-review's, else review.md's), its post-fix counts (`post_counts`) and the gate commands
     that failed (from the verify phase's `gate_rows`)."""
-    read = run.store.read_artifact
-    try:
-        mode = load_json(read("post-fix-verification.json") or "{}").get("mode")
-    except (ValueError, AttributeError):
-        mode = None
-    remaining = read("post-fix-review.md") if mode == "rereview" else None
-    findings = extract_findings(remaining or read("review.md") or "")
+    findings = remaining_findings(run.store.read_artifact)
     gates = [
         str(row["name"])
         for row in gate_rows

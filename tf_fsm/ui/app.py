@@ -26,8 +26,9 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.ui.actions import ACTIONS, Actions
 from tf_fsm.ui.board import Board, Elsewhere, filtered
 from tf_fsm.ui.cards import COLUMNS
+from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
 from tf_fsm.ui.live import Hub, Listener
-from tf_fsm.ui.page import LogTail, newest_log, read_tail, ticket_page
+from tf_fsm.ui.page import LogTail, neighbours, newest_log, read_tail, ticket_page
 from tf_fsm.views.file_events import observe
 
 HERE = Path(__file__).parent
@@ -116,6 +117,7 @@ class BoardApp:
         tid = self._ticket(request)
         data = await run_in_threadpool(ticket_page, self.options.root, self.options.settings, tid)
         card = self.board.snapshot.cards.get(tid)
+        data["before"], data["after"] = neighbours(self.board.snapshot.cards, tid)
         if self.hub is not None and data["log"] is not None:
             self.hub.follow(tid, data["log"].name, data["log"].size)
         name = "panel.html" if request.url.path.endswith("/panel") else "ticket.html"
@@ -214,6 +216,7 @@ class BoardApp:
             Route("/ticket/{ticket}/log", self.log),
             Route("/ticket/{ticket}/action/{action}", self.action, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+            *FAVICON_ROUTES,
         ]
         handlers = {_NotFound: _not_found, TfFsmError: _not_found}  # e.g. no such ticket
         return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)

@@ -1,7 +1,8 @@
 """A ticket's path as an SVG picture: `tf-fsm diagram --ticket --format svg` (Graphviz) when
 `dot` is installed, else a plain drawing made here: the lifecycle's states top to bottom, those
-the ticket passed through filled, the one it stands in outlined in red, and each edge it took
-drawn with how often. The page shows it as an image (`<img>`), where no script in an SVG runs."""
+the ticket passed through filled, the one it stands in outlined (blue, red for `error` and
+`blocked`: `current_colours`), and each edge it took drawn with how often. The page shows it
+as an image (`<img>`), where no script in an SVG runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from xml.sax.saxutils import escape
 
 from tf_fsm.core import machine as fsm
 from tf_fsm.views.history import History
+from tf_fsm.views.legend import current_colours
 
 _W, _H, _GAP, _X = 220, 30, 18, 160  # box width and height, the gap between boxes, box left
 
@@ -34,11 +36,12 @@ def fallback_svg(history: History) -> bytes:
         f'<text x="10" y="20" font-size="14">{escape(_title(history))}</text>',
     ]
     for state, y in top.items():
-        fill = "#dce8fb" if state in history.visited else "#ffffff"
-        stroke = ' stroke="#b03a2e" stroke-width="3"' if state == history.current else ""
+        fill, stroke, width = "#dce8fb" if state in history.visited else "#ffffff", "#555", 1
+        if state == history.current:
+            (stroke, fill), width = current_colours(state), 3
         parts.append(
             f'<rect x="{_X}" y="{y}" width="{_W}" height="{_H}" rx="8" fill="{fill}" '
-            f'stroke="#555"{stroke}/>'
+            f'stroke="{stroke}" stroke-width="{width}"/>'
             f'<text x="{_X + _W // 2}" y="{y + 19}" text-anchor="middle">{escape(state)}</text>'
         )
     for i, ((source, trigger, dest), notes) in enumerate(sorted(history.taken.items())):

@@ -5,6 +5,7 @@ run. The page's Content-Security-Policy (tf_fsm.ui.app) is a second wall, not th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -16,6 +17,7 @@ TAGS = {
 }  # fmt: skip
 #: links may go to the web or to mail, nowhere else (no javascript:, data:, file:)
 URL_SCHEMES = {"http", "https", "mailto"}
+_HEADING = re.compile(r"<(/?)h([1-6])>")  # as nh3 writes them: no attribute survives
 
 
 @cache
@@ -26,15 +28,20 @@ def _parser() -> Any:
     return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
 
-def to_html(text: str, redact: Callable[[str], str]) -> str:
-    """Sanitized HTML of the Markdown `text` (redacted with `redact` first)."""
+def to_html(text: str, redact: Callable[[str], str], top: int = 1) -> str:
+    """Sanitized HTML of the Markdown `text` (redacted with `redact` first). Its headings start
+    at level `top` (a `#` becomes `<h{top}>`, none deeper than h6), so that a document shown
+    under a page's own heading keeps the page's outline (the page has one h1)."""
     import nh3
 
     html = _parser().render(redact(text))
-    return nh3.clean(
+    clean: str = nh3.clean(
         html,
         tags=TAGS,
         attributes={"a": {"href", "title"}, "td": {"align"}, "th": {"align"}},
         url_schemes=URL_SCHEMES,
         link_rel="noopener noreferrer nofollow",
     )
+    if top == 1:
+        return clean
+    return _HEADING.sub(lambda m: f"<{m[1]}h{min(6, int(m[2]) + top - 1)}>", clean)

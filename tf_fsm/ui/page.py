@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import PHASE_ARTIFACT, REPORTS, REVIEW_FILES, SINGLE_ROLE
+from tf_fsm.core.reports import Finding
 from tf_fsm.ui.markdown import to_html
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tf_fsm.settings.load import LoadedSettings
     from tf_fsm.storage.protocol import Store
 
@@ -127,8 +130,38 @@ def gate_feedback(events: list[ev.Event]) -> list[Step]:
     return last
 
 
+def deciding_findings(store: Store, fail_on: Iterable[str]) -> list[Finding]:
+    """The findings that blocked the gate: those that remain after the fix, from the reports
+    the gate read (`remaining_findings`), in the `failOn` severities, most severe first, each
+    with the reviewer that found it (as the merged review tags it), redacted."""
+    from tf_fsm.core.detection import remaining_findings
+    from tf_fsm.core.gate import fail_on_severities
+    from tf_fsm.core.reports import split_reviewers
+
+    found = remaining_findings(store.read_artifact)
+    out = []
+    for severity in fail_on_severities(list(fail_on))[0]:  # in severity order
+        for item in found.get(severity, []):
+            text, reviewers = split_reviewers(store.redactor(item))
+            out.append(Finding(severity, text, ", ".join(reviewers) or None))
+    return out
+
+
+def neighbours(ids: Iterable[str], ticket_id: str) -> tuple[str | None, str | None]:
+    """The tickets before and after `ticket_id` in `ids` (the board's order), None at an end
+    or when it is not there."""
+    before: str | None = None
+    it = iter(ids)
+    for tid in it:
+        if tid == ticket_id:
+            return before, next(it, None)
+        before = tid
+    return None, None
+
+
 def artifacts(store: Store) -> list[tuple[str, str]]:
-    """(name, sanitized HTML) of each artifact the ticket has."""
+    """(name, sanitized HTML) of each artifact the ticket has; its headings start at h4 (the
+    page shows each artifact under its own h3)."""
     from html import escape
 
     from tf_fsm.errors import TfFsmError
@@ -141,7 +174,7 @@ def artifacts(store: Store) -> list[tuple[str, str]]:
             out.append((name, f"<p><em>not shown: {escape(store.redactor(str(exc)))}</em></p>"))
             continue
         if text is not None:
-            out.append((name, to_html(text[:ARTIFACT_BYTES], store.redactor)))
+            out.append((name, to_html(text[:ARTIFACT_BYTES], store.redactor, top=4)))
     return out
 
 
@@ -211,11 +244,12 @@ def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
     return {
         "id": ticket_id,
         "title": title,
-        "body": to_html(body[:ARTIFACT_BYTES], store.redactor),
+        "body": to_html(body[:ARTIFACT_BYTES], store.redactor, top=3),
         "row": ticket_status(root, settings, ticket_id, store),
         "timeline": timeline(events),
         "gates": gate_feedback(events),
         "verdict": gate_report(root, settings, ticket_id) if events else None,
+        "findings": deciding_findings(store, settings.workflow.failOn) if events else [],
         "artifacts": artifacts(store),
         "log": read_tail(store, log) if log else None,
     }

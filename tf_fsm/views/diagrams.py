@@ -27,7 +27,7 @@ from tf_fsm.core import machine as fsm
 from tf_fsm.errors import GraphvizError
 from tf_fsm.process.door import run_process
 from tf_fsm.views.history import History, Key
-from tf_fsm.views.legend import TAKEN, markdown, one_ticket, tiers
+from tf_fsm.views.legend import TAKEN, current_colours, markdown, one_ticket, tiers
 
 if TYPE_CHECKING:
     from tf_fsm.storage.protocol import Store
@@ -105,7 +105,7 @@ _MERMAID_UNSAFE = str.maketrans(
 _STATE_LINE = re.compile(r'state "(?P<label>[^"]*)" as (?P<id>\S+)')
 _NODE_STYLE = {
     "previous": {"color": "#1f5fbf", "fillcolor": "#dce8fb"},
-    "active": {"color": "#b03a2e", "fillcolor": "#f5b7a8", "penwidth": "2.5"},
+    "active": {"penwidth": "2.5"},  # its colours: current_colours
 }
 # Failure and resume edges are many: drawn lighter, so the way to `closed` reads first.
 _EDGE_STYLE = {
@@ -241,6 +241,8 @@ class _Graph(NestedGraph):
                     continue
                 mark = " (current)" if styles[name] == "active" else ""
                 attrs = {"label": state["name"] + mark, **_NODE_STYLE.get(styles[name], {})}
+                if mark:
+                    attrs["color"], attrs["fillcolor"] = current_colours(name)
                 if state.get("final"):
                     attrs["peripheries"] = "2"
                 out.append(f"{indent}{_q(name)} [{_attrs(attrs)}];")

@@ -12,6 +12,15 @@ if TYPE_CHECKING:
     from tf_fsm.views.history import History
 
 TAKEN = "✔ "  # a mermaid state diagram cannot colour one edge, so a taken edge says so
+#: the current state's outline and fill in a ticket's SVG: red where its attempt failed or was
+#: blocked, blue wherever else it stands (a phase running, a merge, closed)
+FAILED_CURRENT = ("#b03a2e", "#f5b7a8")
+CURRENT = ("#1f5fbf", "#a9c8f5")
+
+
+def current_colours(state: str) -> tuple[str, str]:
+    """(outline, fill) of the state a ticket stands in, for every drawing of its path."""
+    return FAILED_CURRENT if state in (fsm.ERROR, fsm.BLOCKED) else CURRENT
 
 
 def tiers() -> tuple[list[str], list[str]]:
@@ -95,8 +104,8 @@ def legend(history: History | None = None) -> str:
             "In the SVG/PNG, `fail` edges are dashed and `resume` edges dotted. In a ticket's",
             f"diagram, each edge it took has `{TAKEN.strip()} aN` lines (attempt N; a phase's role",
             "and model; each gate's verdict: nonzero counts, a command's exit code) and is blue",
-            "in the SVG; the states the ticket passed through are blue, and its current state is",
-            "red and marked `(current)`.",
+            "in the SVG; the states the ticket passed through are light blue, and its current",
+            "state is marked `(current)`: blue, red when it is `error` or `blocked`.",
         ]
     )
 

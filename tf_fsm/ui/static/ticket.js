@@ -9,6 +9,20 @@
   let logName = body.dataset.log || "";
   let logSize = Number(body.dataset.logSize || 0);
   const logEl = document.getElementById("log");
+  // The log follows its tail only while the reader is at its bottom: scrolled up, new lines
+  // arrive below without moving the view (a button offers to follow again); back at the
+  // bottom, it follows again.
+  let following = true;
+
+  function atBottom() {
+    return logEl.scrollHeight - logEl.scrollTop - logEl.clientHeight < 4;
+  }
+
+  function follow() {
+    following = true;
+    logEl.scrollTop = logEl.scrollHeight;
+    document.getElementById("log-follow").hidden = true;
+  }
 
   function showLog(name, text, size, reset) {
     if (reset) logEl.textContent = "";
@@ -16,7 +30,21 @@
     logName = name;
     logSize = size;
     document.getElementById("log-name").textContent = name || "none yet";
-    logEl.scrollTop = logEl.scrollHeight;
+    if (following) follow();
+    else if (text) document.getElementById("log-follow").hidden = false;
+  }
+
+  // The panel is replaced as a whole; the log (its node, its lines and where the reader is in
+  // it) moves into the new panel's slot: first while the ticket runs, last otherwise.
+  function keepLog() {
+    const top = logEl.scrollTop;
+    const section = document.getElementById("log-section");
+    return function () {
+      const slot = document.getElementById("log-slot");
+      if (slot && section) slot.append(section);
+      if (following) follow();
+      else logEl.scrollTop = top;
+    };
   }
 
   async function resyncLog() {
@@ -40,7 +68,9 @@
       const r = await fetch("/ticket/" + ticket + "/panel");
       if (!r.ok) return;
       const open = new Set([...document.querySelectorAll("#panel details[open]")].map((d) => d.id || d.querySelector("summary").textContent));
+      const restore = keepLog();
       document.getElementById("panel").innerHTML = await r.text();
+      restore();
       for (const d of document.querySelectorAll("#panel details")) {
         if (open.has(d.id || d.querySelector("summary").textContent)) d.open = true;
       }
@@ -75,6 +105,11 @@
     for (const b of document.querySelectorAll("button.action")) {
       b.addEventListener("click", function () { runAction(b.dataset.action); });
     }
-    if (logEl) logEl.scrollTop = logEl.scrollHeight;
+    logEl.addEventListener("scroll", function () {
+      following = atBottom();
+      if (following) document.getElementById("log-follow").hidden = true;
+    });
+    document.getElementById("log-follow").addEventListener("click", follow);
+    follow();
   });
 })();
