@@ -109,6 +109,15 @@ def description_field(value: str) -> str:
     return value.replace("\r\n", "\n").rstrip("\n")
 
 
+def description_of(body: str) -> str:
+    """What `tk edit -d` replaces: the lines between the body's `# ` title line and its first
+    `##` line, without the blank lines around them."""
+    lines = [line.removesuffix("\r") for line in body.split("\n")]
+    start = next((i + 1 for i, line in enumerate(lines) if line.startswith("# ")), 0)
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("##")), len(lines))
+    return "\n".join(lines[start:end]).strip("\n")
+
+
 # --- dependencies ---------------------------------------------------------------------------
 
 
