@@ -16,7 +16,7 @@ create: writes .tickets/<id>.md as `tk create` does (id by tk's rule: the projec
 initials and 4 hex digits, never an existing file's; assignee by default git's user.name),
 with --deps as `tk dep` adds them; prints the new id
 edit ID: changes only the fields given, as `tk edit` (and `tk dep`) change them, keeping every
-other byte; under the ticket's lock when it has records (docs/ralph.md#creating-and-editing)
+other byte; under the ticket's lock when it has records (docs/ralph.md#creating-and-editing-tickets)
 
 exit codes (create, edit):
   0   written (edit: also when nothing changed)
