@@ -16,7 +16,7 @@ import asyncio
 import json
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,9 +33,6 @@ from tf_fsm.errors import (
 from tf_fsm.storage.backends import open_store
 from tf_fsm.tk.authoring import content_hash, description_of
 from tf_fsm.ui.markdown import to_html
-
-if TYPE_CHECKING:
-    from tf_fsm.ui.app import BoardApp
 
 #: how long after the artifact's quiet time the board resumes (the file's mtime is coarse)
 RESUME_MARGIN = 0.3
@@ -64,16 +61,29 @@ def refused(exc: TfFsmError) -> Response:
     return JSONResponse({"error": exc.message}, 404 if missing else 400)
 
 
+class BoardParts(Protocol):
+    """What the forms use of the board application (tf_fsm.ui.app.BoardApp)."""
+
+    options: Any  # its Options: root, settings, allow_actions
+    csrf: str
+    env: Any  # its templates
+    actions: Any  # its Actions: the resume a hand-off's answer starts
+
+    def _ticket(self, request: Request) -> str: ...
+
+    def _action_done(self, tid: str, result: dict[str, Any]) -> None: ...
+
+
 class Editing:
     """The forms' routes, over the board application (its options, token and actions)."""
 
-    def __init__(self, board: BoardApp) -> None:
+    def __init__(self, board: BoardParts) -> None:
         self.board = board
         self._assignee: str | None = None
 
     @property
     def root(self) -> Path:
-        return self.board.options.root
+        return Path(self.board.options.root)
 
     def routes(self) -> list[Route]:
         return [
