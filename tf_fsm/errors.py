@@ -272,3 +272,31 @@ class TransitionError(TfFsmError):
             return f"{self.ticket_id}: {self.trigger!r} is not possible from state {self.state!r}"
         guards = ", ".join(self.refused_by)
         return f"{self.ticket_id}: {self.trigger!r} from {self.state!r} refused by {guards}"
+
+
+class TicketFieldError(TfFsmError):
+    """A ticket field a person gave (`tickets create`/`edit`, the board's forms) that tk could
+    not take: named, nothing written."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field, self.problem = field, problem
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"{self.field}: {self.problem}"
+
+
+class TicketChangedError(TfFsmError):
+    """An edit of a ticket file that changed on disk since the editor read it (its content
+    hash differs): refused, nothing written. Read it again and redo the edit."""
+
+    exit_code = EXIT_LOCKED
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__()
+
+    @property
+    def message(self) -> str:
+        return f"{self.path}: changed on disk since you opened it; nothing written (reload it)"

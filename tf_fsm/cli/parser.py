@@ -18,6 +18,7 @@ from tf_fsm.cli.query import cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
 from tf_fsm.cli.temporal import add_temporal_flag, add_temporal_parsers
+from tf_fsm.cli.ticket_write import WRITE_EPILOG, add_write_arguments
 from tf_fsm.cli.tools import (
     _positive,
     cmd_demo,
@@ -33,7 +34,7 @@ from tf_fsm.cli.workspaces import add_workspaces_parser
 EPILOG = epilog()
 
 TICKETS_EPILOG = """\
-exit codes:
+exit codes (ready, blocked, show):
   0   printed (an empty list is not an error)
   2   bad input: no project found, --root not a directory, show: no ticket matches (or
       several do)
@@ -213,16 +214,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "tickets",
-        help="what tk ready | blocked | show would print: the backlog as the loop sees it",
-        description="print what `tk ready`, `tk blocked` or `tk show ID` print (docs/ralph.md)",
-        epilog=TICKETS_EPILOG,
+        help="what tk ready | blocked | show would print: the backlog as the loop sees it; "
+        "create and edit tickets as tk does",
+        description="print what `tk ready`, `tk blocked` or `tk show ID` print (docs/ralph.md); "
+        "create or edit a ticket as `tk create` and `tk edit` write it",
+        epilog=TICKETS_EPILOG + "\n" + WRITE_EPILOG,
         parents=[common],
         formatter_class=_Formatter,
     )
-    p.add_argument("action", choices=["ready", "blocked", "show"])
-    p.add_argument("ticket", nargs="?", metavar="TICKET", help="show: a ticket id (or part of one)")
-    p.add_argument("-a", "--assignee", help="ready/blocked: only this assignee (exact)")
+    p.add_argument("action", choices=["ready", "blocked", "show", "create", "edit"])
+    p.add_argument(
+        "ticket", nargs="?", metavar="TICKET", help="show: an id (or part of one); edit: an id"
+    )
+    p.add_argument(
+        "-a", "--assignee", help="ready/blocked: only this assignee (exact); create: the assignee"
+    )
     p.add_argument("-T", "--tag", help="ready/blocked: only tickets with this tag")
+    add_write_arguments(p)
     p.set_defaults(func=cmd_tickets, teardown=False)  # read-only: see cli._end_process
 
     p = sub.add_parser(

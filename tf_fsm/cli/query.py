@@ -212,6 +212,10 @@ def _no_rows(as_json: bool, whole_backlog: bool = False) -> int:
 def cmd_tickets(args: argparse.Namespace) -> int:
     import gc
 
+    if args.action in ("create", "edit"):
+        from tf_fsm.cli.ticket_write import cmd_write
+
+        return cmd_write(args)
     from tf_fsm.tk import selection
     from tf_fsm.tk.backlog import scan, tickets_dir
 

@@ -27,6 +27,7 @@ from tf_fsm.ui.actions import ACTIONS, Actions
 from tf_fsm.ui.board import Board, Elsewhere, filtered
 from tf_fsm.ui.cards import COLUMNS
 from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
+from tf_fsm.ui.edit import Editing, refusal
 from tf_fsm.ui.live import Hub, Listener
 from tf_fsm.ui.page import LogTail, neighbours, newest_log, read_tail, ticket_page
 from tf_fsm.views.file_events import observe
@@ -68,6 +69,7 @@ class BoardApp:
         self.actions = Actions(options.root)
         self.closing = asyncio.Event()
         self.hub: Hub | None = None
+        self.editing = Editing(self)  # the forms: create, edit, answer a hand-off
 
     # -- pages -----------------------------------------------------------------------------
 
@@ -87,6 +89,7 @@ class BoardApp:
             assignee=assignee or "",
             problems=snap.problems + (self.hub.problems[-5:] if self.hub else []),
             root=self.options.root,
+            editing=self.editing.board_context(),
         )
 
     async def board_page(self, request: Request) -> Response:
@@ -121,8 +124,13 @@ class BoardApp:
         if self.hub is not None and data["log"] is not None:
             self.hub.follow(tid, data["log"].name, data["log"].size)
         name = "panel.html" if request.url.path.endswith("/panel") else "ticket.html"
+        editing = await run_in_threadpool(self.editing.ticket_context, tid)
         html = self.env.get_template(name).render(
-            page=data, card=card, actions=self.options.allow_actions and ACTIONS, csrf=self.csrf
+            page=data,
+            card=card,
+            actions=self.options.allow_actions and ACTIONS,
+            csrf=self.csrf,
+            editing=editing,
         )
         return HTMLResponse(html)
 
@@ -170,11 +178,10 @@ class BoardApp:
 
     async def action(self, request: Request) -> Response:
         tid, name = self._ticket(request), str(request.path_params["action"])
-        if not self.options.allow_actions:
-            return JSONResponse({"error": "read-only: start tf-fsm ui --allow-actions"}, 403)
-        if name not in ACTIONS or not secrets.compare_digest(
-            request.headers.get("x-tf-fsm-action", ""), self.csrf
-        ):
+        no = refusal(request, self.options.allow_actions, self.csrf)
+        if no is not None:
+            return no
+        if name not in ACTIONS:
             return JSONResponse({"error": "unknown action or missing action header"}, 400)
         started = self.actions.start(tid, name, self._action_done)
         if not started:
@@ -215,6 +222,7 @@ class BoardApp:
             Route("/ticket/{ticket}/diagram.svg", self.diagram),
             Route("/ticket/{ticket}/log", self.log),
             Route("/ticket/{ticket}/action/{action}", self.action, methods=["POST"]),
+            *self.editing.routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
             *FAVICON_ROUTES,
         ]
