@@ -26,8 +26,8 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.ui.actions import ACTIONS, Actions
 from tf_fsm.ui.board import Board, Elsewhere, filtered
 from tf_fsm.ui.cards import COLUMNS
-from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
 from tf_fsm.ui.edit import Editing, refusal
+from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
 from tf_fsm.ui.live import Hub, Listener
 from tf_fsm.ui.page import LogTail, neighbours, newest_log, read_tail, ticket_page
 from tf_fsm.views.file_events import observe
