@@ -3,10 +3,15 @@
 The tk files are scanned with the loop's own `ScanCache` (a stat per unchanged file); a
 ticket's state is read again only when one of its state files changed (inode, size, mtime),
 so a board over a large backlog costs a stat per file, not a read. `refresh` is what the live
-updates call with the tickets the file watcher saw change."""
+updates call with the tickets the file watcher saw change. A card that did not change is the
+same object in the next snapshot, so the live updates tell changes apart by identity first.
+
+Columns keep tk's order (priority, then id), but for `closed`: newest first, by when the
+ticket closed (its journal's last TicketClosed, else its tk file's mtime)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -20,6 +25,7 @@ from tf_fsm.storage.protocol import Store
 from tf_fsm.tk.backlog import ScanCache, TkRecord, scan, tickets_dir
 from tf_fsm.tk.selection import ready
 from tf_fsm.ui.cards import COLUMNS, Card, StateFacts, make_card, read_state
+from tf_fsm.ui.filters import Columns, Filter
 from tf_fsm.views.status import in_tk_order, tracked_tickets
 
 #: the files whose change means a ticket's card may change (the lock's note: a run started)
@@ -46,10 +52,12 @@ class Totals:
 @dataclass
 class Snapshot:
     cards: dict[str, Card]  # in tk's order (priority, then id)
+    columns: Columns  # each column's cards, in the column's order
     totals: Totals
     tags: list[str]
     assignees: list[str]
     problems: list[str]
+    version: int = 0  # one more at every snapshot that changed a card
 
 
 def _stat_key(directory: Path) -> _Key:
@@ -89,9 +97,10 @@ class Board:
         self._records: dict[str, TkRecord] = {}
         self._ready: set[str] = set()
         self._tracked: set[str] = set()  # tickets with a state directory
+        self._closed_at: dict[str, float] = {}  # a closed ticket: when it closed (epoch)
+        self._texts: dict[str, tuple[object, str]] = {}  # what a search reads, by file key
         self._lock = threading.Lock()
-        self._unsent: set[str] = set()  # cards changed since the live updates last took them
-        self.snapshot = Snapshot({}, Totals(), [], [], [])
+        self.snapshot = Snapshot({}, {key: [] for key, _ in COLUMNS}, Totals(), [], [], [])
 
     def _state(self, ticket_id: str) -> tuple[StateFacts | None, bool]:
         """The ticket's state facts (read again only if its files changed) and whether a run
@@ -120,7 +129,7 @@ class Board:
         facts, held = self._state(ticket_id)
         record = self._records.get(ticket_id)
         closed = self.elsewhere.closed(ticket_id) if self.elsewhere is not None else None
-        return make_card(
+        card = make_card(
             ticket_id,
             record,
             facts,
@@ -129,6 +138,12 @@ class Board:
             held=held,
             closed_elsewhere=closed,
         )
+        old = self.snapshot.cards.get(ticket_id)
+        if old is not None and old == card:
+            card = old  # unchanged: the same object, and when it closed is known already
+        elif card.column == "closed":
+            self._closed_at[ticket_id] = _closed_at(facts, record)
+        return card
 
     def rescan(self) -> list[str]:
         """Scan everything again (tk files through the scan cache); the ids whose card changed."""
@@ -154,27 +169,57 @@ class Board:
                     cards[tid] = self._card(tid)
             return self._publish(cards, self.snapshot.problems)
 
-    def take_changed(self) -> list[str]:
-        """The cards changed since the last call, whoever refreshed them (a page load rescans
-        too): the live updates send each change once."""
+    def view(self, board_filter: Filter) -> tuple[Snapshot, Columns]:
+        """The snapshot, and its columns under the filter."""
+        snap = self.snapshot
+        return snap, board_filter.select(snap.columns, self.search)
+
+    def search(self, q: str) -> set[str]:
+        """The tickets whose id, title, body or tags hold `q` (case-insensitive). A file's
+        text is read again only when the scan read the file again (its key changed)."""
+        needle = q.casefold()
         with self._lock:
-            changed, self._unsent = sorted(self._unsent), set()
-            return changed
+            records = list(self._records.values())
+            files, ids = self.scan_cache.files, list(self.snapshot.cards)
+        texts: dict[str, tuple[object, str]] = {}
+        found = {tid for tid in ids if needle in tid.casefold()}
+        for record in records:
+            hit = files.get(os.path.basename(record.file))  # noqa: PTH119 (a str, 10k times)
+            cached = self._texts.get(record.id)
+            if hit is not None and cached is not None and cached[0] == hit[0]:
+                text = cached[1]
+            else:
+                text = _searchable(record)
+            if hit is not None:
+                texts[record.id] = (hit[0], text)
+            if needle in text:
+                found.add(record.id)
+        self._texts = texts
+        return found
 
     def _publish(self, cards: dict[str, Card], problems: list[str]) -> list[str]:
         old = self.snapshot.cards
-        changed = [tid for tid, card in cards.items() if old.get(tid) != card]
+        changed = [tid for tid, card in cards.items() if old.get(tid) is not card]
         changed += [tid for tid in old if tid not in cards]
-        self._unsent.update(changed)
         records = self._records.values()
         self.snapshot = Snapshot(
             cards=cards,
+            columns=self._columns(cards),
             totals=self._totals(cards),
             tags=sorted({t for r in records for t in r.tag_list()}),
             assignees=sorted({r.assignee for r in records if r.assignee}),
             problems=problems,
+            version=self.snapshot.version + (1 if changed else 0),
         )
         return changed
+
+    def _columns(self, cards: dict[str, Card]) -> Columns:
+        columns: Columns = {key: [] for key, _ in COLUMNS}
+        for card in cards.values():
+            columns[card.column].append(card)
+        closed_at = self._closed_at
+        columns["closed"].sort(key=lambda card: -closed_at.get(card.id, 0.0))  # stable: tk's
+        return columns
 
     def _totals(self, cards: dict[str, Card]) -> Totals:
         totals = Totals(tickets=len(cards), by_column={key: 0 for key, _ in COLUMNS})
@@ -210,10 +255,25 @@ def _parse_ts(text: str) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def filtered(cards: dict[str, Card], tag: str | None, assignee: str | None) -> list[Card]:
-    """The cards a board filtered by tag and by assignee shows, in tk's order."""
-    return [
-        card
-        for card in cards.values()
-        if (not tag or tag in card.tags) and (not assignee or card.assignee == assignee)
-    ]
+def _closed_at(facts: StateFacts | None, record: TkRecord | None) -> float:
+    """When a closed ticket closed: its journal's last TicketClosed, else its tk file's mtime
+    (closed by hand with `tk close`), else never (0)."""
+    if facts is not None and facts.closes and (moment := _parse_ts(facts.closes[-1])):
+        return moment.timestamp()
+    try:
+        return os.stat(record.file).st_mtime if record is not None else 0.0  # noqa: PTH116
+    except OSError:
+        return 0.0
+
+
+def _searchable(record: TkRecord) -> str:
+    """What a search looks in: the id, the title, the tags and the body (the file's text
+    after its frontmatter), case-folded."""
+    try:
+        with open(record.file, encoding="utf-8", errors="replace") as handle:  # noqa: PTH123
+            text = handle.read()
+    except OSError:
+        text = ""
+    if text.startswith("---\n") and (end := text.find("\n---\n", 3)) >= 0:
+        text = text[end + 5 :]
+    return "\n".join((record.id, record.title, record.tags, text)).casefold()
