@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,6 +33,8 @@ from tf_fsm.views.status import in_tk_order, tracked_tickets
 STATE_FILES = (*RUN_RECORDS, LOCK_OWNER)
 #: how far back the header's tickets per hour looks
 RATE_WINDOW = timedelta(hours=24)
+#: how often a board that did not change works its header's rate out again (seconds)
+RATE_EVERY = 60.0
 
 _Key = tuple[tuple[int, int, int] | None, ...]
 
@@ -94,12 +97,19 @@ class Board:
         self.tickets_dir = tickets_dir(root)
         self.scan_cache = ScanCache()
         self._facts: dict[str, tuple[_Key, StateFacts | None]] = {}
-        self._records: dict[str, TkRecord] = {}
+        self._records: dict[str, TkRecord] = {}  # in tk's order
+        self._scanned: dict[str, TkRecord] = {}  # as the last scan gave them
+        self._tags: list[str] = []
+        self._assignees: list[str] = []
         self._ready: set[str] = set()
         self._tracked: set[str] = set()  # tickets with a state directory
+        #: what each card was made from (its tk record, its state facts, ready, held, closed
+        #: elsewhere), and the card
+        self._made: dict[str, tuple[object, object, tuple[bool, bool, str | None], Card]] = {}
         self._closed_at: dict[str, float] = {}  # a closed ticket: when it closed (epoch)
         self._texts: dict[str, tuple[object, str]] = {}  # what a search reads, by file key
         self._lock = threading.Lock()
+        self._rated = 0.0  # when the header's rate was last worked out (monotonic)
         self.snapshot = Snapshot({}, {key: [] for key, _ in COLUMNS}, Totals(), [], [], [])
 
     def _state(self, ticket_id: str) -> tuple[StateFacts | None, bool]:
@@ -129,12 +139,22 @@ class Board:
         facts, held = self._state(ticket_id)
         record = self._records.get(ticket_id)
         closed = self.elsewhere.closed(ticket_id) if self.elsewhere is not None else None
+        ready = ticket_id in self._ready
+        made = self._made.get(ticket_id)
+        # the scan cache and the state facts keep their objects while their files do not
+        # change: then neither does the card, and a rescan of 10k tickets makes none anew
+        if made is not None and made[0] is record and made[1] is facts and made[2] == (
+            ready,
+            held,
+            closed,
+        ):
+            return made[3]
         card = make_card(
             ticket_id,
             record,
             facts,
             self.settings,
-            ready=ticket_id in self._ready,
+            ready=ready,
             held=held,
             closed_elsewhere=closed,
         )
@@ -143,14 +163,20 @@ class Board:
             card = old  # unchanged: the same object, and when it closed is known already
         elif card.column == "closed":
             self._closed_at[ticket_id] = _closed_at(facts, record)
+        self._made[ticket_id] = (record, facts, (ready, held, closed), card)
         return card
 
     def rescan(self) -> list[str]:
         """Scan everything again (tk files through the scan cache); the ids whose card changed."""
         with self._lock:
             backlog = scan(self.tickets_dir, self.scan_cache)
-            self._records = {r.id: r for r in in_tk_order(backlog.records.values())}
-            self._ready = {line.record.id for line in ready(backlog)}
+            if not _same(backlog.records, self._scanned):  # else tk's order and ready stand
+                self._scanned = backlog.records
+                self._records = {r.id: r for r in in_tk_order(backlog.records.values())}
+                self._ready = {line.record.id for line in ready(backlog)}
+                records = self._records.values()
+                self._tags = sorted({t for r in records for t in r.tag_list()})
+                self._assignees = sorted({r.assignee for r in records if r.assignee})
             self._tracked = set(tracked_tickets(self.root, self.settings))
             ids = list(self._records)
             ids += sorted(self._tracked.difference(self._records))
@@ -198,18 +224,24 @@ class Board:
         return found
 
     def _publish(self, cards: dict[str, Card], problems: list[str]) -> list[str]:
-        old = self.snapshot.cards
-        changed = [tid for tid, card in cards.items() if old.get(tid) is not card]
-        changed += [tid for tid in old if tid not in cards]
-        records = self._records.values()
+        old = self.snapshot
+        changed = [tid for tid, card in cards.items() if old.cards.get(tid) is not card]
+        changed += [tid for tid in old.cards if tid not in cards]
+        moved = bool(changed) or list(cards) != list(old.cards)  # tk's order changed
+        now = time.monotonic()
+        if not moved and problems == old.problems:
+            if now - self._rated > RATE_EVERY:  # the header's rate slides with the clock
+                old.totals, self._rated = self._totals(cards), now
+            return []
+        self._rated = now
         self.snapshot = Snapshot(
             cards=cards,
             columns=self._columns(cards),
             totals=self._totals(cards),
-            tags=sorted({t for r in records for t in r.tag_list()}),
-            assignees=sorted({r.assignee for r in records if r.assignee}),
+            tags=self._tags,
+            assignees=self._assignees,
             problems=problems,
-            version=self.snapshot.version + (1 if changed else 0),
+            version=old.version + (1 if moved else 0),
         )
         return changed
 
@@ -253,6 +285,14 @@ def _parse_ts(text: str) -> datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _same(records: dict[str, TkRecord], scanned: dict[str, TkRecord]) -> bool:
+    """Whether a scan gave the very records of the one before (the scan cache reuses a
+    file's record while the file does not change)."""
+    return len(records) == len(scanned) and all(
+        a is b for a, b in zip(records.values(), scanned.values(), strict=True)
+    )
 
 
 def _closed_at(facts: StateFacts | None, record: TkRecord | None) -> float:
