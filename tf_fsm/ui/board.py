@@ -122,7 +122,8 @@ class Board:
         key = _stat_key(directory)
         cached = self._facts.get(ticket_id)
         if cached is None or cached[0] != key:
-            facts = read_state(self.root, self.settings, ticket_id) if any(key[:2]) else None
+            store = self._store(ticket_id) if any(key[:2]) else None
+            facts = read_state(self.root, self.settings, ticket_id, store) if store else None
             self._facts[ticket_id] = cached = (key, facts)
         held = key[2] is not None and self._store(ticket_id).lock_holder() is not None
         if self.elsewhere is not None:
