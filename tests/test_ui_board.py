@@ -16,6 +16,7 @@ from tf_fsm.settings.load import load_settings
 from tf_fsm.ui.app import BoardApp, Options
 from tf_fsm.ui.board import Board
 from tf_fsm.ui.diagram import fallback_svg
+from tf_fsm.ui.filters import Filter
 from tf_fsm.ui.page import ticket_page
 from tf_fsm.views.history import load_history
 
@@ -83,7 +84,7 @@ def test_each_state_stands_in_its_column(project: Path) -> None:
     assert (totals.tickets, totals.closed) == (6, 1)
     assert totals.per_hour is not None and totals.per_hour > 0
     assert board.snapshot.tags == ["component:api"]
-    html = BoardApp(Options(root, load_settings(root))).board_html("component:api", None)
+    html = BoardApp(Options(root, load_settings(root))).board_html(Filter(tag="component:api"))
     assert 'id="card-t-block"' in html and 'id="card-t-ready"' not in html
 
 
@@ -94,9 +95,11 @@ def test_a_refresh_reads_only_what_changed_and_a_ticket_without_its_file_still_s
     assert run_cli("run", "t-block", "--once").returncode == 3
     settings = load_settings(root)
     board = Board(root, settings)
-    board.rescan()
-    assert board.take_changed() == sorted(board.snapshot.cards)
+    assert board.rescan() == list(board.snapshot.cards)  # every card is new
+    before = board.snapshot
     assert board.refresh({"t-block"}) == []  # nothing changed on disk: the same card
+    assert board.snapshot.cards["t-block"] is before.cards["t-block"]
+    assert board.snapshot.version == before.version
     assert run_cli("reset", "t-block").returncode == 0
     assert board.refresh({"t-block"}) == ["t-block"]
     assert board.snapshot.cards["t-block"].column == "ready"

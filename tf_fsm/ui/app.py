@@ -18,23 +18,25 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from tf_fsm.errors import TfFsmError
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.ui.actions import ACTIONS, Actions
-from tf_fsm.ui.board import Board, Elsewhere, filtered
+from tf_fsm.ui.board import Board, Elsewhere, Snapshot
 from tf_fsm.ui.cards import COLUMNS
 from tf_fsm.ui.edit import Editing, refusal
 from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
+from tf_fsm.ui.filters import COLUMN_CAP, EMPTY_NOTES, PAGE_CARDS, Change, Columns, Filter, Shown
 from tf_fsm.ui.live import Hub, Listener
 from tf_fsm.ui.page import LogTail, neighbours, newest_log, read_tail, ticket_page
 from tf_fsm.views.file_events import observe
 
 HERE = Path(__file__).parent
-#: cards a column shows before "and N more" (a filter narrows it)
-COLUMN_CAP = 200
+#: a log that grew more than this between two reads is sent as its tail, marked `reset`
+LOG_MESSAGE_BYTES = 64 * 1024
 
 
 @dataclass
@@ -73,42 +75,75 @@ class BoardApp:
 
     # -- pages -----------------------------------------------------------------------------
 
-    def board_html(self, tag: str | None, assignee: str | None) -> str:
-        """The board as the files are now: a rescan (a stat per unchanged file) and a render."""
+    def board_html(self, board_filter: Filter | None = None, fragment: bool | None = False) -> str:
+        """The board as the files are now: a rescan (a stat per unchanged file) and a render,
+        each column's first PAGE_CARDS cards (`fragment`: the columns alone). No filter: the
+        whole board (what benchmarks/bench_ui.py times)."""
+        board_filter = board_filter or Filter()
         self.board.rescan()
-        snap = self.board.snapshot
-        cards = filtered(snap.cards, tag, assignee)
-        columns = [(key, title, [c for c in cards if c.column == key]) for key, title in COLUMNS]
-        return self.env.get_template("board.html").render(
-            columns=columns,
-            cap=COLUMN_CAP,
+        snap, columns = self.board.view(board_filter)
+        name = "columns.html" if fragment else "board.html"
+        return self.env.get_template(name).render(
+            columns=self._columns(columns),
+            version=snap.version,
             totals=snap.totals,
             tags=snap.tags,
             assignees=snap.assignees,
-            tag=tag or "",
-            assignee=assignee or "",
+            filter=board_filter,
             problems=snap.problems + (self.hub.problems[-5:] if self.hub else []),
             root=self.options.root,
             editing=self.editing.board_context(),
         )
 
-    async def board_page(self, request: Request) -> Response:
-        tag = request.query_params.get("tag") or None
-        assignee = request.query_params.get("assignee") or None
-        return HTMLResponse(await run_in_threadpool(self.board_html, tag, assignee))
+    @staticmethod
+    def _columns(columns: Columns) -> list[dict[str, Any]]:
+        return [
+            {
+                "key": key,
+                "title": title,
+                "cards": columns[key][:PAGE_CARDS],
+                "count": len(columns[key]),
+                "cap": COLUMN_CAP,
+                "empty": EMPTY_NOTES[key],
+            }
+            for key, title in COLUMNS
+        ]
 
-    def render_cards(self, ids: list[str]) -> dict[str, Any]:
-        """The live message of cards that changed: each card's column and HTML, the header."""
-        snap, card = self.board.snapshot, self.env.get_template("card.html")
-        out = []
-        for tid in ids:
-            c = snap.cards.get(tid)
-            html = card.render(card=c) if c else ""
-            tags, who = (list(c.tags), c.assignee) if c else ([], "")
-            column = c.column if c else None
-            out.append({"id": tid, "column": column, "html": html, "tags": tags, "assignee": who})
+    async def board_page(self, request: Request) -> Response:
+        board_filter = Filter.of(request.query_params)
+        fragment = request.url.path == "/columns"
+        return HTMLResponse(await run_in_threadpool(self.board_html, board_filter, fragment))
+
+    async def column_cards(self, request: Request) -> Response:
+        """The next cards of a column ("show more"): from `offset`, at most PAGE_CARDS, never
+        past the column's cap, under the page's filter."""
+        key = str(request.path_params["column"])
+        if key not in EMPTY_NOTES:
+            raise _NotFound(f"no column {key!r}")
+        try:
+            offset = max(0, int(request.query_params.get("offset", "0")))
+        except ValueError:
+            return Response("offset: not a number\n", 400, media_type="text/plain")
+        _, columns = self.board.view(Filter.of(request.query_params))
+        cards = columns[key][offset : min(offset + PAGE_CARDS, COLUMN_CAP)]
+        card = self.env.get_template("card.html")
+        return HTMLResponse("".join(card.render(card=c) for c in cards))
+
+    def render_cards(self, snap: Snapshot, changes: list[Change], shown: Shown) -> dict[str, Any]:
+        """The body of a `cards` message: each changed card (its column, the card it follows,
+        its HTML; no column: off the page), each column's count, the header, the version."""
+        card = self.env.get_template("card.html")
+        out = [
+            {
+                "id": change.id,
+                "column": change.card.column if change.card else None,
+                "after": change.after,
+                "html": card.render(card=change.card) if change.card else "",
+            }
+            for change in changes
+        ]
         totals = self.env.get_template("totals.html").render(totals=snap.totals)
-        return {"cards": out, "totals": totals}
+        return {"cards": out, "counts": shown.counts, "totals": totals, "version": shown.version}
 
     def _ticket(self, request: Request) -> str:
         tid = str(request.path_params["ticket"])
@@ -166,13 +201,28 @@ class BoardApp:
         name = name or newest_log(store)
         return read_tail(store, name, start) if name else None
 
+    def read_log_since(self, tid: str, name: str, start: int | None) -> tuple[LogTail | None, bool]:
+        """The log from `start`, or its tail when it grew more than LOG_MESSAGE_BYTES since
+        (then True: the page starts over from that tail)."""
+        if start is not None:
+            store = open_store(self.options.root, self.options.settings, tid)
+            with contextlib.suppress(OSError, TfFsmError):  # gone or refused: read_tail says
+                if store.files.path(name).stat().st_size - start > LOG_MESSAGE_BYTES:
+                    return self.read_log(tid, name, None), True
+        return self.read_log(tid, name, start), False
+
     async def events(self, request: Request) -> Response:
         if self.hub is None:
             return Response("not started", status_code=503)
         ticket = request.query_params.get("ticket")
         if ticket is not None and not TICKET_ID_RE.fullmatch(ticket):
             raise _NotFound(f"not a ticket id: {ticket!r}")
-        stream = self.hub.stream(Listener(ticket), self.closing)
+        listener = Listener(ticket)
+        if ticket is None:  # a board: the changes under its filter, since what it shows
+            listener.board = Filter.of(request.query_params)
+            since = request.query_params.get("since", "")
+            listener.since = int(since) if since.isdigit() else None
+        stream = self.hub.stream(listener, self.closing)
         headers = {"X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
@@ -199,7 +249,7 @@ class BoardApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self.hub = Hub(self.board, self.render_cards, self.read_log)
+        self.hub = Hub(self.board, self.render_cards, self.read_log_since)
         observer = observe(
             [self.board.tickets_dir, self.board.state_dir], self.hub.on_path, self.hub.on_error
         )
@@ -213,9 +263,11 @@ class BoardApp:
             observer.join(5)
             self.actions.stop()
 
-    def app(self) -> Starlette:
+    def app(self) -> Compressed:
         routes = [
             Route("/", self.board_page),
+            Route("/columns", self.board_page),
+            Route("/column/{column}", self.column_cards),
             Route("/events", self.events),
             Route("/ticket/{ticket}", self.ticket),
             Route("/ticket/{ticket}/panel", self.ticket),
@@ -227,7 +279,23 @@ class BoardApp:
             *FAVICON_ROUTES,
         ]
         handlers = {_NotFound: _not_found, TfFsmError: _not_found}  # e.g. no such ticket
-        return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
+        app = Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
+        return Compressed(app)
+
+
+class Compressed:
+    """gzip for every response but the event stream, which must reach the page message by
+    message (a compressor holds small writes back); decided here, not by the installed
+    Starlette's own list of content types it leaves alone."""
+
+    def __init__(self, app: Starlette) -> None:
+        from starlette.middleware.gzip import GZipMiddleware
+
+        self.app, self.gzip = app, GZipMiddleware(app, minimum_size=512)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        plain = scope["type"] != "http" or scope.get("path") == "/events"
+        await (self.app if plain else self.gzip)(scope, receive, send)
 
 
 class _NotFound(Exception):

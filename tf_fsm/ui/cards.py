@@ -16,6 +16,7 @@ from tf_fsm.core.tk_rules import is_closed
 if TYPE_CHECKING:
     from tf_fsm.core.ticket import TicketView
     from tf_fsm.settings.load import LoadedSettings
+    from tf_fsm.storage.protocol import Store
     from tf_fsm.tk.backlog import TkRecord
 
 #: the board's columns, left to right: (key, heading)
@@ -61,16 +62,19 @@ class Card:
     since: str | None = None
 
 
-def read_state(root: Path, settings: LoadedSettings, ticket_id: str) -> StateFacts:
-    """The ticket's state facts (read-only). State tf_fsm refuses to read (a corrupt
-    `retry-state.json`, a symlink out of the project) is a card in error that says why, as
-    `tf-fsm status` lists it, not a board that stops."""
+def read_state(
+    root: Path, settings: LoadedSettings, ticket_id: str, store: Store | None = None
+) -> StateFacts:
+    """The ticket's state facts (read-only), through `store` when the caller keeps one open
+    for the ticket (its journal cache then spares a decode). State tf_fsm refuses to read (a
+    corrupt `retry-state.json`, a symlink out of the project) is a card in error that says
+    why, as `tf-fsm status` lists it, not a board that stops."""
     from tf_fsm.core.ticket_rules import attempt_events
     from tf_fsm.errors import TfFsmError
     from tf_fsm.storage.backends import open_store
     from tf_fsm.views.status import readable_journal, ticket_view
 
-    store = open_store(root, settings, ticket_id)
+    store = store or open_store(root, settings, ticket_id)
     try:
         view = ticket_view(root, settings, ticket_id, store)
     except TfFsmError as exc:

@@ -15,7 +15,7 @@ import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -99,6 +99,13 @@ class Guard:
         return hmac.compare_digest(given.encode(), (self.token or "").encode())
 
 
+def on_board(path: str) -> str:
+    """`path` as a path on this board: percent-encoded (no CR, LF, backslash or `?` in a
+    Location) and with one leading slash, so `//host/x` or `/\\host/x` cannot send the
+    browser to another site."""
+    return "/" + quote(path, safe="/:@!$&'()*+,;=-._~").lstrip("/")
+
+
 async def _refuse(send: Send, status: int, why: str) -> None:
     body = f"tf-fsm ui: {why}\n".encode()
     headers = [(b"content-type", b"text/plain; charset=utf-8"), *HEADERS]
@@ -110,7 +117,7 @@ async def _redirect_with_cookie(
     send: Send, scope: Scope, query: list[tuple[str, str]], token: str
 ) -> None:
     rest = urlencode([(k, v) for k, v in query if k != "token"])
-    location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+    location = on_board(scope.get("path", "/")) + (f"?{rest}" if rest else "")
     cookie = f"{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/"
     headers = [
         (b"location", location.encode("latin-1")),

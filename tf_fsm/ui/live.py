@@ -3,22 +3,28 @@ page over server-sent events.
 
 The observer thread only notes which tickets changed. One task on the server's event loop
 then refreshes the board once for all of them and reads each changed log once, whatever the
-number of pages open: a page gets the cards that moved and the lines a log gained."""
+number of pages open. A board gets, once per filter pages are open with, the cards that
+changed among those its columns show and each column's true count (a change too large for
+one event is a `resync`: the page fetches its columns again); a ticket's page hears that its
+ticket changed and gets the lines its log gained. Every page's queue is bounded in bytes: a
+page that falls further behind has its stream ended, and fetches what it shows again when it
+reconnects."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sys
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
-from tf_fsm.ui.board import Board
+from tf_fsm.ui.board import Board, Snapshot
+from tf_fsm.ui.filters import Change, Filter, Shown, changes
 from tf_fsm.ui.page import LogTail
 
 #: how long a burst of file events is gathered before the board is refreshed (a phase writes
@@ -26,16 +32,42 @@ from tf_fsm.ui.page import LogTail
 GATHER_SECONDS = 0.1
 #: a comment line sent this often keeps proxies and the browser from closing a quiet stream
 KEEPALIVE_SECONDS = 15.0
-#: messages a slow page may fall behind by before it is told to reload
-QUEUE_LIMIT = 256
+#: bytes of messages a page may fall behind by before its stream is ended (it reconnects and
+#: fetches what it shows again): a page that does not read costs the server this much at most
+QUEUE_BYTES = 1 << 20
+#: the largest `cards` message: a change that needs more is a `resync` (the page fetches its
+#: columns again), never a giant event
+EVENT_BYTES = 64 * 1024
+EVENT_CARDS = 80
 
 
 @dataclass(eq=False)  # each page is its own listener (hashed by identity)
 class Listener:
-    ticket: str | None  # a ticket's page listens for its ticket too
-    queue: asyncio.Queue[dict[str, Any] | None] = field(
-        default_factory=lambda: asyncio.Queue(QUEUE_LIMIT)
-    )
+    """One open page: a ticket's page (`ticket`) or a board (`board`: its filter; `since`: the
+    board version it was rendered from). Its queue holds encoded messages, bounded in bytes."""
+
+    ticket: str | None
+    board: Filter | None = None
+    since: int | None = None
+    queue: deque[str] = field(default_factory=deque)
+    size: int = 0
+    dropped: bool = False  # fell QUEUE_BYTES behind: its stream ends
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def put(self, text: str) -> None:
+        if self.dropped:
+            return
+        self.queue.append(text)
+        self.size += len(text)
+        if self.size > QUEUE_BYTES:
+            self.dropped, self.size = True, 0
+            self.queue.clear()
+        self.wake.set()
+
+
+def encode(message: dict[str, Any]) -> str:
+    """A message as a server-sent event: its type is the event's name."""
+    return f"event: {message['type']}\ndata: {json.dumps(message)}\n\n"
 
 
 @dataclass
@@ -46,18 +78,23 @@ class _Changes:
 
 
 class Hub:
-    """Between the observer thread and the pages. `render_cards` makes the messages of the
-    cards that changed; `read_log(ticket, name, start)` reads a log's new lines."""
+    """Between the observer thread and the pages. `render_cards(snapshot, changes, shown)` makes
+    the body of a `cards` message; `read_log(ticket, name, start)` reads a log's new lines (and
+    whether it cut them to their tail, the log having grown too much at once)."""
 
     def __init__(
         self,
         board: Board,
-        render_cards: Callable[[list[str]], dict[str, Any]],
-        read_log: Callable[[str, str, int | None], LogTail | None],
+        render_cards: Callable[[Snapshot, list[Change], Shown], dict[str, Any]],
+        read_log: Callable[[str, str, int | None], tuple[LogTail | None, bool]],
     ) -> None:
         self.board, self.render_cards, self.read_log = board, render_cards, read_log
         self.listeners: set[Listener] = set()
         self.tails: dict[str, tuple[str, int]] = {}  # ticket -> (log name, bytes sent up to)
+        snap, columns = board.view(Filter())
+        #: what the boards of each filter were last told (the unfiltered board's always)
+        self.shown: dict[Filter, Shown] = {Filter(): Shown.of(snap.version, columns)}
+        self.cards = snap.cards  # the cards the ticket pages were last told of
         self._changes = _Changes()
         self._lock = threading.Lock()
         self._wake = asyncio.Event()
@@ -111,38 +148,77 @@ class Hub:
             await asyncio.to_thread(board.rescan)
         elif changes.tickets:
             await asyncio.to_thread(board.refresh, changes.tickets)
-        moved = board.take_changed()
-        if moved:
-            self.send(None, {"type": "cards", **await asyncio.to_thread(self.render_cards, moved)})
-        for ticket in changes.tickets | set(moved):
+        snap = board.snapshot  # compared with what was sent, not with the last refresh: a
+        # page load's rescan may have seen a change first, and every page must still hear it
+        messages = await asyncio.to_thread(self._board_messages, snap)
+        for listener in list(self.listeners):
+            text = messages.get(listener.board) if listener.board is not None else None
+            if text is not None:
+                self._put(listener, text)
+        for ticket in changes.tickets | self._changed_cards(snap):
             self.send(ticket, {"type": "ticket"})
         for ticket, name in changes.logs.items():
             if any(listener.ticket == ticket for listener in self.listeners):
                 await self._send_log(ticket, name)
 
+    def _board_messages(self, snap: Snapshot) -> dict[Filter, str]:
+        """Per filter a board is open with, the message that brings it to `snap` (on a worker
+        thread: a filter is applied to the whole backlog)."""
+        wanted = {Filter()} | {lis.board for lis in list(self.listeners) if lis.board is not None}
+        out: dict[Filter, str] = {}
+        for board_filter in wanted:
+            old = self.shown.get(board_filter)
+            if old is None or old.version == snap.version:
+                continue  # a filter first seen: its page's stream set its baseline
+            new = Shown.of(snap.version, board_filter.select(snap.columns, self.board.search))
+            self.shown[board_filter] = new
+            out[board_filter] = self._cards_message(snap, old, new)
+        for gone in set(self.shown) - wanted:
+            self.shown.pop(gone, None)
+        return out
+
+    def _cards_message(self, snap: Snapshot, old: Shown, new: Shown) -> str:
+        """The cards that changed among those the pages show, each column's count and the
+        header; a change too large for one event is a `resync`."""
+        found = changes(old, new)
+        resync = encode({"type": "resync", "version": new.version})
+        if len(found) > EVENT_CARDS:
+            return resync
+        text = encode({"type": "cards", **self.render_cards(snap, found, new)})
+        return resync if len(text) > EVENT_BYTES else text
+
+    def _changed_cards(self, snap: Snapshot) -> set[str]:
+        """The tickets whose card is not the one the ticket pages were last told of."""
+        old, self.cards = self.cards, snap.cards
+        changed = {tid for tid, card in snap.cards.items() if old.get(tid) is not card}
+        return changed | old.keys() - snap.cards.keys()
+
     async def _send_log(self, ticket: str, name: str) -> None:
         """The lines `name` gained since they were last sent; a log the page does not show
-        yet (a new phase, a new attempt) is sent from its tail, marked `reset`."""
+        yet (a new phase, a new attempt) or one that grew too much at once is sent from its
+        tail, marked `reset`."""
         shown, upto = self.tails.get(ticket, (None, 0))
         start = upto if name == shown else None
-        tail = await asyncio.to_thread(self.read_log, ticket, name, start)
-        if tail is None or (name == shown and tail.size == upto):
+        tail, cut = await asyncio.to_thread(self.read_log, ticket, name, start)
+        if tail is None or (start is not None and not cut and tail.size == upto):
             return
         self.tails[ticket] = (name, tail.size)
-        since = upto if name == shown else 0
+        reset = start is None or cut
+        since = 0 if reset else upto
         message = {"type": "log", "name": name, "from": since, "to": tail.size, "text": tail.text}
-        self.send(ticket, {**message, "reset": name != shown})
+        self.send(ticket, {**message, "reset": reset})
 
     def send(self, ticket: str | None, message: dict[str, Any]) -> None:
-        """To every page (ticket None) or to the pages of `ticket`."""
+        """To every page (ticket None) or to the pages of `ticket`; encoded once for all."""
+        text = encode(message)
         for listener in list(self.listeners):
             if ticket is None or listener.ticket == ticket:
-                try:
-                    listener.queue.put_nowait(message)
-                except asyncio.QueueFull:  # too far behind: the page reloads itself
-                    while not listener.queue.empty():
-                        listener.queue.get_nowait()
-                    listener.queue.put_nowait({"type": "reload"})
+                self._put(listener, text)
+
+    def _put(self, listener: Listener, text: str) -> None:
+        listener.put(text)
+        if listener.dropped:  # too far behind: its stream ends, and it is told nothing more
+            self.listeners.discard(listener)
 
     def follow(self, ticket: str, name: str | None, upto: int) -> None:
         """A ticket page shows `name` up to byte `upto`: later lines are sent from there."""
@@ -150,26 +226,44 @@ class Hub:
             self.tails[ticket] = (name, upto)
 
     async def stream(self, listener: Listener, closing: asyncio.Event) -> AsyncIterator[str]:
-        """The server-sent events of one page, until it goes or the server stops."""
+        """The server-sent events of one page, until it goes, falls too far behind, or the
+        server stops."""
         self.listeners.add(listener)
         try:
+            if listener.board is not None:
+                await self._baseline(listener, listener.board)
             yield "retry: 1000\n\n"
-            while not closing.is_set():
-                get = asyncio.ensure_future(listener.queue.get())
-                stop = asyncio.ensure_future(closing.wait())
-                done, _ = await asyncio.wait(
-                    {get, stop}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
-                )
-                stop.cancel()
-                if get not in done:
-                    get.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await get
-                    yield ": keepalive\n\n"
-                    continue
-                message = get.result()
-                if message is None:
-                    return
-                yield f"event: {message['type']}\ndata: {json.dumps(message)}\n\n"
+            while (text := await self._next(listener, closing)) is not None:
+                yield text
         finally:
             self.listeners.discard(listener)
+
+    async def _baseline(self, listener: Listener, board_filter: Filter) -> None:
+        """A board's filter is followed from now on; a page rendered before the board's last
+        change is told to fetch its columns again (`resync`)."""
+        shown = self.shown.get(board_filter)
+        if shown is None:
+            snap, columns = await asyncio.to_thread(self.board.view, board_filter)
+            shown = self.shown.setdefault(board_filter, Shown.of(snap.version, columns))
+        if listener.since is not None and listener.since < shown.version:
+            listener.put(encode({"type": "resync", "version": shown.version}))
+
+    @staticmethod
+    async def _next(listener: Listener, closing: asyncio.Event) -> str | None:
+        """The listener's next message, a keepalive after a quiet while, None at its end."""
+        while not (closing.is_set() or listener.dropped):
+            if listener.queue:
+                text = listener.queue.popleft()
+                listener.size -= len(text)
+                return text
+            listener.wake.clear()
+            wake = asyncio.ensure_future(listener.wake.wait())
+            stop = asyncio.ensure_future(closing.wait())
+            done, _ = await asyncio.wait(
+                {wake, stop}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+            )
+            wake.cancel()
+            stop.cancel()
+            if not done:
+                return ": keepalive\n\n"
+        return None

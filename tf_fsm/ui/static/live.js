@@ -33,26 +33,44 @@ window.tfFsm = (function () {
     }
   }
 
-  // The stream's URL: a ticket's page names its ticket; the board names its filters.
+  // The stream's URL: a ticket's page names its ticket; the board names its filter and the
+  // version of what it shows (a board older than the server's is told to resync).
   function streamURL() {
     const params = new URLSearchParams();
     if (body.dataset.ticket) params.set("ticket", body.dataset.ticket);
+    for (const name of ["tag", "assignee", "q", "version"]) {
+      if (body.dataset[name]) params.set(name === "version" ? "since" : name, body.dataset[name]);
+    }
     const query = params.toString();
     return "/events" + (query ? "?" + query : "");
   }
 
-  const TYPES = ["cards", "ticket", "log", "action"];
+  const TYPES = ["cards", "ticket", "log", "action", "resync"];
 
+  function dispatch(type, detail) {
+    document.dispatchEvent(new CustomEvent("tf:" + type, { detail: detail }));
+  }
+
+  // A stream that ends (the server dropped a page too far behind, or restarted) is opened
+  // again with the page's current URL; a ticket's page then fetches its panel and log again,
+  // a board learns from its version whether it must.
+  let broken = false;
   function connect() {
     const source = new EventSource(streamURL());
-    source.onopen = function () { setLive("live", true); };
-    source.onerror = function () { setLive("reconnecting…", false); };
+    source.onopen = function () {
+      setLive("live", true);
+      if (broken && body.dataset.page !== "board") dispatch("resync", {});
+      broken = false;
+    };
+    source.onerror = function () {
+      setLive("reconnecting…", false);
+      broken = true;
+      source.close();
+      setTimeout(connect, 1000);
+    };
     for (const type of TYPES) {
-      source.addEventListener(type, function (e) {
-        document.dispatchEvent(new CustomEvent("tf:" + type, { detail: JSON.parse(e.data) }));
-      });
+      source.addEventListener(type, function (e) { dispatch(type, JSON.parse(e.data)); });
     }
-    source.addEventListener("reload", function () { location.reload(); });
   }
 
   document.addEventListener("DOMContentLoaded", function () {

@@ -100,6 +100,7 @@
   document.addEventListener("tf:ticket", refreshPanel);
   document.addEventListener("tf:log", function (e) { applyLog(e.detail); });
   document.addEventListener("tf:action", function (e) { applyAction(e.detail); });
+  document.addEventListener("tf:resync", function () { refreshPanel(); resyncLog(); });
 
   document.addEventListener("DOMContentLoaded", function () {
     for (const b of document.querySelectorAll("button.action")) {
