@@ -265,10 +265,7 @@ def test_the_keys_move_between_cards_open_one_and_go_next_and_back(
         assert page.evaluate("document.getElementById('keys').open")
         page.keyboard.press("?")
         assert not page.evaluate("document.getElementById('keys').open")
-        # "/" focuses the search box when the board has one
-        page.evaluate("document.querySelector('header').append(Object.assign("
-                      "document.createElement('input'), {id: 'q'}))")  # fmt: skip
-        page.keyboard.press("/")
+        page.keyboard.press("/")  # the search box
         assert page.evaluate("document.activeElement.id") == "q"
         page.keyboard.press("j")  # typed into the box, not a move
         assert page.evaluate("document.activeElement.id") == "q"
@@ -289,3 +286,10 @@ def test_the_keys_move_between_cards_open_one_and_go_next_and_back(
         assert page.locator("#prev-ticket").count() == 0  # the first ticket
         page.keyboard.press("Escape")
         page.wait_for_url(server.base + "/")
+        # a card the reader is on keeps the focus when a live update moves it
+        until(page, "document.getElementById('live').textContent === 'live'")
+        page.locator("#card-demo-2 .card-id").focus()
+        ticket = root / ".tickets" / "demo-2.md"
+        ticket.write_text(ticket.read_text().replace("status: open", "status: closed"))
+        until(page, "document.querySelector('#col-closed #card-demo-2') !== null")
+        assert page.evaluate(focused) == "demo-2"

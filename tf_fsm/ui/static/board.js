@@ -38,6 +38,8 @@
   function place(change) {
     const old = document.getElementById("card-" + change.id);
     const wasHuman = old && old.dataset.column === "human";
+    // a reader moving with the keys keeps the card it is on, wherever the card goes
+    const focused = old && old.contains(document.activeElement);
     if (old) old.remove();
     if (!change.column) return;
     const list = document.querySelector("#col-" + change.column + " .cards");
@@ -49,6 +51,7 @@
       if (!prev || prev.parentNode !== list) return; // past the cards this page shows
       prev.after(el);
     }
+    if (focused) el.querySelector(".card-id").focus({ preventScroll: true });
     if (change.column === "human" && !wasHuman) {
       notifyHuman({ id: change.id, title: el.querySelector(".card-title").textContent });
     }
