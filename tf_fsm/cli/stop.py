@@ -73,8 +73,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
         if lock_holder(ticket_dir) == 0:  # it ended meanwhile
             return _not_running(ticket_id)
         return _refused(ticket_id, None, holder)
-    if isinstance(note.get("note"), str):  # not a run of this ticket alone
-        return _refused(ticket_id, note["note"], holder)
+    if isinstance(held_by := note.get("note"), str):  # not a run of this ticket alone
+        return _refused(ticket_id, held_by, holder)
     try:
         os.kill(holder, signal.SIGINT)
     except ProcessLookupError:
