@@ -150,8 +150,10 @@ def test_reset_action_runs_the_cli_and_reports_its_exit_code(project: Path) -> N
                 server.base + "/ticket/demo-1/action/reset", headers={"X-TF-FSM-Action": csrf}
             )
             assert started.status_code == 202
+            running = _next_event(lines, "action")
             report = _next_event(lines, "action")
-    assert report["exitCode"] == 0, report
+    assert running == {"type": "action", "ticket": "demo-1", "action": "reset", "state": "running"}
+    assert report["state"] == "done" and report["exitCode"] == 0, report
     assert "retries reset" in report["output"] or "moved aside" in report["output"]
     assert not (state / "retry-state.json").exists()
     assert list(state.glob("retry-state.json.bak.*"))

@@ -24,6 +24,8 @@ EXIT_BLOCKED = 3
 EXIT_EXHAUSTED = 4
 EXIT_ERROR = 5
 EXIT_WAITING = 6
+#: `tf-fsm stop`: no run holds the ticket
+EXIT_NOT_RUNNING = 7
 #: standard output was closed early (`tf-fsm tickets ready | head -1`): 128 + SIGPIPE, what a
 #: shell reports for a program that SIGPIPE killed
 EXIT_STDOUT_CLOSED = 141
@@ -55,6 +57,7 @@ EXIT_TABLE: tuple[tuple[int, str], ...] = (
         "the attempt is in error and resumable with `run` again; merge: refused so",
     ),
     (EXIT_WAITING, 'run: waiting for a hand-off artifact (executor kind "handoff"); resumable'),
+    (EXIT_NOT_RUNNING, "stop: no run holds the ticket, nothing to stop"),
     (
         EXIT_UNAVAILABLE,
         "no Temporal server answered at the address (named), or it refused the\n"

@@ -1,6 +1,6 @@
 """The `tf-fsm` argument parser: every command, option and help text, and the exit codes
 each command documents. Built when `main` runs; the commands live in tf_fsm.cli.run (set-up and
-runs), tf_fsm.cli.reset, tf_fsm.cli.merge, tf_fsm.cli.query (read-only queries) and
+runs), tf_fsm.cli.reset, tf_fsm.cli.merge, tf_fsm.cli.stop, tf_fsm.cli.query (read-only queries) and
 tf_fsm.cli.tools."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tf_fsm.cli.merge import add_merge_parser
 from tf_fsm.cli.query import cmd_prompts, cmd_settings, cmd_status, cmd_tickets
 from tf_fsm.cli.reset import add_reset_parser
 from tf_fsm.cli.run import add_run_arguments, cmd_init, cmd_resume, cmd_run
+from tf_fsm.cli.stop import add_stop_parser
 from tf_fsm.cli.temporal import add_temporal_flag, add_temporal_parsers
 from tf_fsm.cli.ticket_write import WRITE_EPILOG, add_write_arguments
 from tf_fsm.cli.tools import (
@@ -156,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("merge", "merge a passed ticket waiting for its merge (ralph.parallelAutoMerge off)")
     add_merge_parser(p)
+
+    p = add("stop", "stop the run that holds a ticket resumably, as Ctrl-C does")
+    add_stop_parser(p)
 
     p = add("prompts", "list the prompt templates each phase uses, or render one")
     p.add_argument("action", choices=["list", "show"])

@@ -59,6 +59,9 @@ class RunOptions:
     #: --hold-merge: a passed attempt's merge waits for `tf-fsm merge`, as with
     #: ralph.parallelAutoMerge off (tf_fsm.core.next_step.merges_now)
     hold_merge: bool = False
+    #: who runs the ticket when this run is part of a process that runs other tickets too
+    #: (`tf-fsm watch`), noted with its lock: `tf-fsm stop` stops a run of one ticket only
+    holder: str | None = None
 
     def __post_init__(self) -> None:
         if self.phases is not None and self.phases < 1:

@@ -127,7 +127,8 @@ class TicketRun:
         # the lock is released, also on Ctrl-C mid-phase. What the agents left running ends
         # with the run.
         try:
-            with self.store.lock(loop=self.options.loop), self.store.batch(self._sync_tk_dir):
+            lock = self.store.lock(self.options.holder, loop=self.options.loop)
+            with lock, self.store.batch(self._sync_tk_dir):
                 outcome = self._locked_run()
                 self.tree.after_outcome(self, outcome.status)
                 return outcome

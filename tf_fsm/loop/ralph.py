@@ -342,6 +342,10 @@ class Loop:
         result.max_retries = self.settings.max_retries
         if outcome == "locked":
             self.skip(plan.ticket, reason)
+        if outcome == "interrupted" and not self.stopping:  # stopped from outside: by a person
+            self.no_rerun[plan.ticket] = (
+                f"its run was stopped (tf-fsm stop); tf-fsm resume {plan.ticket} continues it"
+            )
         if outcome == "waiting":  # only the hand-off's writer can move it on: not this loop
             self.no_rerun[plan.ticket] = f"{reason}; tf-fsm watch (or tf-fsm run) resumes it"
         self.result.results.append(result)

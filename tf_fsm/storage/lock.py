@@ -158,25 +158,48 @@ def holder_pid(ticket_dir: Path) -> int | None:
     return _socket_owner(ticket_dir) if _ABSTRACT else None
 
 
-def _socket_owner(ticket_dir: Path) -> int | None:
-    """The pid with the lock's abstract socket open, from /proc (read only when the owner note
-    is gone: it reads every process's descriptors)."""
+def _socket_link(ticket_dir: Path) -> Path | None:
+    """What a descriptor of the lock's abstract socket links to in /proc (`socket:[inode]`),
+    None when nobody has the name bound."""
     wanted = "@" + _socket_name(ticket_dir)[1:].decode()
     try:
         lines = Path("/proc/net/unix").read_text().splitlines()[1:]
     except OSError:
         return None
     inode = next((f[6] for f in map(str.split, lines) if len(f) > 7 and f[7] == wanted), None)
-    if inode is None:
+    return None if inode is None else Path(f"socket:[{inode}]")
+
+
+def _has_open(pid: int, link: Path) -> bool:
+    with suppress(OSError):
+        return any(_link(fd) == link for fd in Path(f"/proc/{pid}/fd").iterdir())
+    return False
+
+
+def _socket_owner(ticket_dir: Path) -> int | None:
+    """The pid with the lock's abstract socket open, from /proc (read only when the owner note
+    is gone: it reads every process's descriptors)."""
+    link = _socket_link(ticket_dir)
+    if link is None:
         return None
-    link = Path(f"socket:[{inode}]")
     for process in Path("/proc").iterdir():
-        with suppress(OSError):
-            if process.name.isdigit() and any(
-                _link(fd) == link for fd in (process / "fd").iterdir()
-            ):
-                return int(process.name)
+        if process.name.isdigit() and _has_open(int(process.name), link):
+            return int(process.name)
     return None
+
+
+def holds_lock(ticket_dir: Path, pid: int) -> bool:
+    """Whether process `pid` holds the ticket's lock now: on Linux, it has the lock's socket
+    open (the note could name a pid since reused); elsewhere, the lock is held and its owner
+    note names `pid` on this host."""
+    if pid <= 0:
+        return False
+    if _ABSTRACT:
+        link = _socket_link(ticket_dir)
+        return link is not None and _has_open(pid, link)
+    note = owner_note(ticket_dir)
+    here = note.get("hostname") == socket.gethostname()
+    return _held(ticket_dir) and note.get("pid") == pid and here
 
 
 def _link(fd: Path) -> Path | None:

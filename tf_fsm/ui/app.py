@@ -1,5 +1,6 @@
 """The board's web application (Starlette): the pages, their fragments, the live stream and,
-with `--allow-actions`, the two actions. Read-only otherwise: nothing here writes a file."""
+with `--allow-actions`, the actions (tf_fsm.ui.work). Read-only otherwise: nothing here writes
+a file."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ from tf_fsm.errors import TfFsmError
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.storage.backends import open_store
 from tf_fsm.storage.ticket_id import TICKET_ID_RE
-from tf_fsm.ui.actions import ACTIONS, Actions
+from tf_fsm.ui.actions import Actions
 from tf_fsm.ui.board import Board, Elsewhere, Snapshot
 from tf_fsm.ui.cards import COLUMNS
-from tf_fsm.ui.edit import Editing, refusal
+from tf_fsm.ui.edit import Editing
 from tf_fsm.ui.favicon import ROUTES as FAVICON_ROUTES
 from tf_fsm.ui.filters import COLUMN_CAP, EMPTY_NOTES, PAGE_CARDS, Change, Columns, Filter, Shown
 from tf_fsm.ui.live import Hub, Listener
 from tf_fsm.ui.page import LogTail, neighbours, newest_log, read_tail, ticket_page
+from tf_fsm.ui.work import Work
 from tf_fsm.views.file_events import observe
 
 HERE = Path(__file__).parent
@@ -69,6 +71,7 @@ class BoardApp:
         self.env = templates()
         self.csrf = secrets.token_urlsafe(24)  # actions must send it back in a header
         self.actions = Actions(options.root)
+        self.work = Work(self)
         self.closing = asyncio.Event()
         self.hub: Hub | None = None
         self.editing = Editing(self)  # the forms: create, edit, answer a hand-off
@@ -160,12 +163,9 @@ class BoardApp:
             self.hub.follow(tid, data["log"].name, data["log"].size)
         name = "panel.html" if request.url.path.endswith("/panel") else "ticket.html"
         editing = await run_in_threadpool(self.editing.ticket_context, tid)
+        work = await run_in_threadpool(self.work.view, tid) if name == "ticket.html" else None
         html = self.env.get_template(name).render(
-            page=data,
-            card=card,
-            actions=self.options.allow_actions and ACTIONS,
-            csrf=self.csrf,
-            editing=editing,
+            page=data, card=card, work=work, csrf=self.csrf, editing=editing
         )
         return HTMLResponse(html)
 
@@ -226,25 +226,6 @@ class BoardApp:
         headers = {"X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
-    async def action(self, request: Request) -> Response:
-        tid, name = self._ticket(request), str(request.path_params["action"])
-        no = refusal(request, self.options.allow_actions, self.csrf)
-        if no is not None:
-            return no
-        if name not in ACTIONS:
-            return JSONResponse({"error": "unknown action or missing action header"}, 400)
-        started = self.actions.start(tid, name, self._action_done)
-        if not started:
-            return JSONResponse({"error": f"{tid}: an action is already running"}, 409)
-        return JSONResponse({"started": name, "ticket": tid}, 202)
-
-    def _action_done(self, tid: str, result: dict[str, Any]) -> None:
-        """Called on the action's thread: handed to the event loop for the pages."""
-        if self.hub is not None:
-            message = {"type": "action", **result}
-            with contextlib.suppress(RuntimeError):  # the server stopped meanwhile
-                self.hub.loop.call_soon_threadsafe(self.hub.send, None, message)
-
     # -- the application --------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
@@ -273,8 +254,8 @@ class BoardApp:
             Route("/ticket/{ticket}/panel", self.ticket),
             Route("/ticket/{ticket}/diagram.svg", self.diagram),
             Route("/ticket/{ticket}/log", self.log),
-            Route("/ticket/{ticket}/action/{action}", self.action, methods=["POST"]),
             *self.editing.routes(),
+            *self.work.routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
             *FAVICON_ROUTES,
         ]

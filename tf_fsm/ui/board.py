@@ -125,10 +125,13 @@ class Board:
             store = self._store(ticket_id) if any(key[:2]) else None
             facts = read_state(self.root, self.settings, ticket_id, store) if store else None
             self._facts[ticket_id] = cached = (key, facts)
-        held = key[2] is not None and self._store(ticket_id).lock_holder() is not None
-        if self.elsewhere is not None:
-            held = held or self.elsewhere.holds(ticket_id)
-        return cached[1], held
+        return cached[1], self.held(ticket_id, key[2] is not None)
+
+    def held(self, ticket_id: str, locked_here: bool = True) -> bool:
+        """Whether a run holds the ticket's lock now: here (probed unless `locked_here` is
+        False: no lock file), or on a cluster's worker."""
+        held = locked_here and self._store(ticket_id).lock_holder() is not None
+        return held or (self.elsewhere is not None and self.elsewhere.holds(ticket_id))
 
     def _store(self, ticket_id: str) -> Store:
         store = self._opened.get(ticket_id)

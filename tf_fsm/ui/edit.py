@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,20 +32,12 @@ from tf_fsm.errors import (
 from tf_fsm.storage.backends import open_store
 from tf_fsm.tk.authoring import content_hash, description_of
 from tf_fsm.ui.markdown import to_html
+from tf_fsm.ui.work import Work, refusal
 
 #: how long after the artifact's quiet time the board resumes (the file's mtime is coarse)
 RESUME_MARGIN = 0.3
 #: the largest artifact or description a form may post
 MAX_BODY = 1024 * 1024
-
-
-def refusal(request: Request, allowed: bool, csrf: str) -> Response | None:
-    """Why the board refuses a write (403 read-only, 400 without the action header), or None."""
-    if not allowed:
-        return JSONResponse({"error": "read-only: start tf-fsm ui --allow-actions"}, 403)
-    if not secrets.compare_digest(request.headers.get("x-tf-fsm-action", ""), csrf):
-        return JSONResponse({"error": "unknown action or missing action header"}, 400)
-    return None
 
 
 def refused(exc: TfFsmError) -> Response:
@@ -68,10 +59,9 @@ class BoardParts(Protocol):
     csrf: str
     env: Any  # its templates
     actions: Any  # its Actions: the resume a hand-off's answer starts
+    work: Work  # whose `done` tells the pages how that resume ended
 
     def _ticket(self, request: Request) -> str: ...
-
-    def _action_done(self, tid: str, result: dict[str, Any]) -> None: ...
 
 
 class Editing:
@@ -270,7 +260,7 @@ class Editing:
         by now (`tf-fsm watch` or a run, which takes the artifact itself)."""
         store = open_store(self.root, self.board.options.settings, tid)
         holder = store.lock_holder()
-        done = self.board._action_done
+        done = self.board.work.done
         if holder is not None:
             note = f"not resumed by the board: pid {holder} holds the ticket and takes it on"
             done(tid, {"ticket": tid, "action": "resume", "exitCode": None, "output": note})

@@ -20,6 +20,7 @@ from tf_fsm.core import journal as ev
 from tf_fsm.core.artifacts import REPORTS
 from tf_fsm.core.resume import live_phase
 from tf_fsm.core.ticket_rules import waiting_for_handoff
+from tf_fsm.engine.api import RunOptions
 from tf_fsm.engine.orchestrator import Outcome, run_ticket
 from tf_fsm.errors import TfFsmError, TicketLockedError
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, RETRY_STATE, RUN_RECORDS
@@ -51,6 +52,8 @@ class WatchHost(Protocol):
 
 RESUME = "resume"  # touched by the user: resume this ticket now
 LOCK_RETRY_MAX = 5.0
+#: the note watch's runs leave with their lock: watch runs many tickets in one process
+WATCH_HOLDER = "tf-fsm watch"
 #: What tf_fsm writes into a ticket directory itself: never a reason to act (no feedback loops).
 _OWN_NAMES = frozenset({JOURNAL, CHAIN_CONTEXT, *REPORTS})
 _OWN_DIRS = frozenset({"prompts", "logs", "gates"})
@@ -287,7 +290,12 @@ class WatchedTicket:
         try:
             executor = w.executor()
             outcome = run_ticket(
-                w.root, self.id, settings=w.settings, executor=executor, observer=observer
+                w.root,
+                self.id,
+                RunOptions(holder=WATCH_HOLDER),
+                settings=w.settings,
+                executor=executor,
+                observer=observer,
             )
         except TicketLockedError as exc:
             with self.cond:  # another process has it: the same trigger, later

@@ -62,13 +62,15 @@ class Git:
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = TIMEOUT_SECONDS,
+        keep: int | None = None,
     ) -> ProcessResult:
-        """`git <args>` in `cwd`; raises GitError when it fails and `check` is set."""
+        """`git <args>` in `cwd`; raises GitError when it fails and `check` is set. `keep`:
+        only the first and last `keep` bytes of each stream are kept (tf_fsm.process.door)."""
         full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
         if not self.hooks:
             full_env.update(_without_hooks(full_env))
         result = run_process(
-            ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout
+            ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout, keep=keep
         )
         if check and (result.timed_out or result.exit_code != 0):
             raise GitError(args, self.cwd, result.exit_code, said(result))

@@ -1,5 +1,5 @@
 // tf-fsm ui: a ticket's page. Its panel is fetched again when the stream says the ticket
-// changed; its log grows by the lines the stream sends (live.js); the action buttons.
+// changed; its log grows by the lines the stream sends (live.js). Its actions: work.js.
 "use strict";
 
 (function () {
@@ -79,33 +79,11 @@
     }, 150);
   }
 
-  function runAction(name) {
-    const out = document.getElementById("action-result");
-    out.textContent = name + ": starting…";
-    fetch("/ticket/" + ticket + "/action/" + name, {
-      method: "POST",
-      headers: { "X-TF-FSM-Action": body.dataset.csrf },
-    }).then(async function (r) {
-      const data = await r.json();
-      out.textContent = r.ok ? name + ": running" : name + ": " + data.error;
-    });
-  }
-
-  function applyAction(message) {
-    if (message.ticket !== ticket) return;
-    const out = document.getElementById("action-result");
-    if (out) out.textContent = message.action + " ended with exit code " + message.exitCode + ": " + message.output;
-  }
-
   document.addEventListener("tf:ticket", refreshPanel);
   document.addEventListener("tf:log", function (e) { applyLog(e.detail); });
-  document.addEventListener("tf:action", function (e) { applyAction(e.detail); });
   document.addEventListener("tf:resync", function () { refreshPanel(); resyncLog(); });
 
   document.addEventListener("DOMContentLoaded", function () {
-    for (const b of document.querySelectorAll("button.action")) {
-      b.addEventListener("click", function () { runAction(b.dataset.action); });
-    }
     logEl.addEventListener("scroll", function () {
       following = atBottom();
       if (following) document.getElementById("log-follow").hidden = true;
