@@ -73,6 +73,16 @@ def test_a_phone_reaches_every_column_and_the_whole_ticket_page(
                 box = columns.nth(i).bounding_box()
                 assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 391, i
             assert no_page_overflow(page)
+            # the column bar jumps to a column, with its true count, and follows live updates
+            page.evaluate("window.scrollTo(0, 0); document.querySelector('.board').scrollLeft = 0")
+            chip = page.locator(".column-nav a[href='#col-closed']")
+            assert chip.is_visible() and chip.inner_text() == "closed 1"
+            chip.click()
+            shown = "(r => r.x >= 0 && r.right <= 391)(document.getElementById('col-closed')"
+            until(page, shown + ".getBoundingClientRect())")
+            ticket = root / ".tickets" / "demo-2.md"
+            ticket.write_text(ticket.read_text().replace("status: open", "status: closed"))
+            until(page, "document.querySelector(\"[data-count-for='closed']\").textContent === '2'")
             live(page, server.base + "/ticket/demo-1")
             assert no_page_overflow(page), "the ticket page scrolls sideways"
             for part in ("#timeline-heading", ".attempt summary", ".steps li", "#log"):

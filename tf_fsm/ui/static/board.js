@@ -30,6 +30,12 @@
       "and " + rest + " more" + (shown >= cap ? ": filter or search to narrow" : "");
   }
 
+  // The phone's column bar says each column's count too.
+  function showCount(key, count) {
+    const chip = document.querySelector('[data-count-for="' + key + '"]');
+    if (chip) chip.textContent = count;
+  }
+
   function notifyHuman(card) {
     if (!("Notification" in window) || Notification.permission !== "granted") return;
     new Notification("tf-fsm: " + card.id + " needs a human", { body: card.title || "" });
@@ -64,6 +70,7 @@
       if (!col) continue;
       col.dataset.count = count;
       col.querySelector(".count").textContent = count;
+      showCount(key, count);
       const cards = col.querySelectorAll(".card");
       for (let i = Number(col.dataset.cap); i < cards.length; i++) cards[i].remove();
       showRest(col);
@@ -80,6 +87,7 @@
     if (!r.ok) return;
     const fresh = window.tfFsm.fromHTML(await r.text());
     document.querySelector(".board").replaceWith(fresh);
+    for (const col of fresh.querySelectorAll(".column")) showCount(col.dataset.column, col.dataset.count);
     body.dataset.version = fresh.dataset.version;
     window.tfFsm.tickElapsed();
   }
