@@ -63,9 +63,7 @@ def test_run_now_moves_the_card_to_running_then_closed(page: Any, project: Path)
         assert board.evaluate("window.__sameDocument") == 42, "the board was reloaded"
 
 
-def test_stop_interrupts_the_run_resumably_and_resume_finishes_it(
-    page: Any, project: Path
-) -> None:
+def test_stop_interrupts_the_run_resumably_and_resume_finishes_it(page: Any, project: Path) -> None:
     root = slow_project(project / "p", ("t-1",), seconds=120)
     run = start_run(root, "t-1")
     # held before the board starts: this test is about stopping it, not about seeing it start

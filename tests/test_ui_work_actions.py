@@ -150,8 +150,6 @@ def test_a_diff_shows_the_branch_and_only_the_tickets_own_checkpoints(
             assert refused.status_code == 404, foreign
             assert "not a checkpoint of t-1" in refused.text
         (root / ".tickets/t-2.md").write_text(tk_ticket("t-2"), encoding="utf-8")
-        wait_for(
-            lambda: httpx.get(server.base + "/ticket/t-2/diff").status_code == 404, 10, "t-2"
-        )
+        wait_for(lambda: httpx.get(server.base + "/ticket/t-2/diff").status_code == 404, 10, "t-2")
         assert "no git workspace" in httpx.get(server.base + "/ticket/t-2/diff").text
         assert httpx.get(server.base + "/ticket/..%2Fx/diff").status_code == 404

@@ -122,7 +122,9 @@ class Board:
         key = _stat_key(directory)
         cached = self._facts.get(ticket_id)
         if cached is None or cached[0] != key:
-            store = self._store(ticket_id) if any(key[:2]) else None
+            # A store of its own, let go once read: a store keeps its decoded journal, and the
+            # board would hold every ticket's (a hundred MB at 10,000 tickets).
+            store = self.stores(ticket_id) if any(key[:2]) else None
             facts = read_state(self.root, self.settings, ticket_id, store) if store else None
             self._facts[ticket_id] = cached = (key, facts)
         return cached[1], self.held(ticket_id, key[2] is not None)
@@ -147,10 +149,16 @@ class Board:
         made = self._made.get(ticket_id)
         # the scan cache and the state facts keep their objects while their files do not
         # change: then neither does the card, and a rescan of 10k tickets makes none anew
-        if made is not None and made[0] is record and made[1] is facts and made[2] == (
-            ready,
-            held,
-            closed,
+        if (
+            made is not None
+            and made[0] is record
+            and made[1] is facts
+            and made[2]
+            == (
+                ready,
+                held,
+                closed,
+            )
         ):
             return made[3]
         card = make_card(

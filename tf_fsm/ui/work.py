@@ -58,6 +58,7 @@ class BoardApp(Protocol):
 
     @property
     def options(self) -> _Options: ...
+
     board: Board
     actions: Actions
     env: Environment
