@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -125,16 +126,27 @@ def run_with_terminal_stderr(
     return done, seen.decode("utf-8", "replace")
 
 
+def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
+    """Until `condition()` is true, polled; fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.05)
+
+
 @contextmanager
-def lock_held_elsewhere(project: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding pt-1's lock, as a run of it would."""
+def lock_held_elsewhere(
+    project: Path, ticket: str = "pt-1", note: str | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the ticket's lock, as a run of it would (`note`: the lock's
+    note, as `tf-fsm watch` leaves one)."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import time; from pathlib import Path\n"
             "from tf_fsm.storage.store import TicketStore\n"
-            "with TicketStore(Path('.tf/knowledge'), 'pt-1').lock():\n"
+            f"with TicketStore(Path('.tf/knowledge'), {ticket!r}).lock({note!r}):\n"
             "    print('READY', flush=True); time.sleep(30)",
         ],
         cwd=project,

@@ -10,18 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import run_cli, tk_ticket
+from tests.conftest import lock_held_elsewhere, run_cli, tk_ticket, wait_for
 from tests.ui_server import slow_project, start_run
 from tf_fsm.storage.lock import lock_holder
 
 STATE = ".tf/knowledge/tickets"
-
-
-def _wait(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.05)
 
 
 def _events(state: Path) -> list[dict[str, object]]:
@@ -36,7 +29,7 @@ def test_stop_ends_a_run_resumably_and_resume_finishes_it(project: Path) -> None
     root = slow_project(project, ("t-1",), seconds=30)
     state = root / STATE / "t-1"
     run = start_run(root, "t-1")
-    _wait(lambda: _in_implement(state), 30, "the run in its implement phase")
+    wait_for(lambda: _in_implement(state), 30, "the run in its implement phase")
     holder = lock_holder(state)
     assert holder == run.pid
 
@@ -70,29 +63,12 @@ def test_stop_of_a_ticket_no_run_holds_is_exit_7_and_a_bad_id_exit_2(project: Pa
 
 def test_stop_leaves_a_holder_that_is_not_a_run_of_the_ticket_alone(project: Path) -> None:
     slow_project(project, ("t-1",))
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from pathlib import Path\n"
-            "from tf_fsm.storage.store import TicketStore\n"
-            "with TicketStore(Path('.tf/knowledge'), 't-1').lock('tf-fsm watch'):\n"
-            "    print('READY', flush=True); time.sleep(30)",
-        ],
-        cwd=project,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "READY"
+    with lock_held_elsewhere(project, "t-1", "tf-fsm watch") as holder:
         refused = run_cli("stop", "t-1")
         assert refused.returncode == 75
         assert f"held by tf-fsm watch (pid {holder.pid})" in refused.stderr
         assert "nothing stopped" in refused.stderr
         assert holder.poll() is None  # still running: not signalled
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_stop_of_a_loop_worker_stops_that_ticket_only(project: Path) -> None:
@@ -108,7 +84,7 @@ def test_stop_of_a_loop_worker_stops_that_ticket_only(project: Path) -> None:
     )
     try:
         states = [root / STATE / t for t in ("t-1", "t-2")]
-        _wait(lambda: all(_in_implement(s) for s in states), 60, "both tickets running")
+        wait_for(lambda: all(_in_implement(s) for s in states), 60, "both tickets running")
         worker_2 = lock_holder(states[1])
 
         stopped = run_cli("stop", "t-1")

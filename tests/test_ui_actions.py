@@ -8,21 +8,14 @@ import json
 import os
 import re
 import signal
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.conftest import wait_for
 from tests.ui_server import slow_project, start_run, ui_server
 from tf_fsm.storage.lock import lock_holder
-
-
-def _wait(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.05)
 
 
 def _agents(root: Path) -> list[int]:
@@ -49,10 +42,10 @@ def _interrupted_ticket(root: Path) -> Path:
     """t-1 killed by SIGKILL in its implement phase: its attempt is open, nobody runs it."""
     state = root / ".tf/knowledge/tickets/t-1"
     run = start_run(root, "t-1")
-    _wait(lambda: (state / "logs/attempt-1").is_dir() and lock_holder(state) != 0, 20, "run")
+    wait_for(lambda: (state / "logs/attempt-1").is_dir() and lock_holder(state) != 0, 20, "run")
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=10)
-    _wait(lambda: lock_holder(state) == 0 and not _agents(root), 10, "the killed run's agent")
+    wait_for(lambda: lock_holder(state) == 0 and not _agents(root), 10, "the killed run's agent")
     return state
 
 
@@ -71,8 +64,10 @@ def test_a_resume_from_the_page_runs_the_cli_and_dies_with_the_server(
         assert started.status_code == 202
         again = httpx.post(server.base + "/ticket/t-1/action/resume", headers=headers)
         assert again.status_code == 409
-        _wait(lambda: lock_holder(state) not in (0, server.proc.pid), 20, "resume holds the lock")
-        _wait(lambda: bool(_agents(root)), 20, "the resumed agent runs")
+        wait_for(
+            lambda: lock_holder(state) not in (0, server.proc.pid), 20, "resume holds the lock"
+        )
+        wait_for(lambda: bool(_agents(root)), 20, "the resumed agent runs")
         board = httpx.get(server.base + "/").text
         assert 'id="card-t-1"' in board.split('id="col-running"')[1].split("</section>")[0]
         if stop == signal.SIGKILL:
@@ -82,8 +77,8 @@ def test_a_resume_from_the_page_runs_the_cli_and_dies_with_the_server(
         else:
             server.proc.send_signal(signal.SIGTERM)
             assert server.proc.wait(timeout=15) == 0
-    _wait(lambda: lock_holder(state) == 0, 10, "the resume child ended with the server")
-    _wait(lambda: not _agents(root), 10, "the agent ended with the server")
+    wait_for(lambda: lock_holder(state) == 0, 10, "the resume child ended with the server")
+    wait_for(lambda: not _agents(root), 10, "the agent ended with the server")
     events = [json.loads(line) for line in (state / "events.jsonl").read_text().splitlines()]
     resumed = [e for e in events if e["event"] == "AttemptResumed"]
     assert resumed and resumed[-1]["phase"] == "implement"

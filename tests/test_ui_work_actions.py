@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import run_cli, tk_ticket
+from tests.conftest import run_cli, tk_ticket, wait_for
 from tests.gitrepo import git, init_repo, isolate
 from tests.test_ui import _next_event
 from tests.ui_server import Server, demo_project, slow_project, start_run, ui_server
@@ -22,13 +21,6 @@ from tf_fsm.storage.lock import lock_holder
 
 SECRET = "sk-ant-" + "api03-AbCdEfGhIjKlMnOpQrStUv0123456789-xyz"
 STATE = ".tf/knowledge/tickets"
-
-
-def wait_for(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        time.sleep(0.05)
 
 
 def csrf_of(server: Server, ticket: str) -> dict[str, str]:
