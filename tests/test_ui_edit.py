@@ -6,13 +6,11 @@ page lands byte for byte and the ticket goes on to its next phase (a real `tf-fs
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from tests.browser import live, needs_chromium, until
-from tests.conftest import tk_ticket
+from tests.conftest import run_cli, tk_ticket
 from tests.ui_server import ui_server
 
 pytestmark = needs_chromium
@@ -68,12 +66,7 @@ def test_create_then_edit_moves_the_card(page: Any, project: Path) -> None:
 def test_a_hand_off_answered_from_its_page_goes_on(page: Any, project: Path) -> None:
     settings = {"executor": {"kind": "handoff", "stableSeconds": 0.3}}
     root = _project(project, "t-1", settings=settings)
-    run = subprocess.run(
-        [sys.executable, "-m", "tf_fsm", "--root", str(root), "run", "t-1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_cli("--root", str(root), "run", "t-1")
     assert run.returncode == 6, run.stderr  # waiting for research.md
     area = root / ".tf/knowledge/tickets/t-1"
     with ui_server(root, "--allow-actions") as server:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
-from tests.conftest import tk_ticket
+from tests.conftest import run_cli, tk_ticket
 from tests.ui_server import ui_server
 from tf_fsm.settings.load import load_settings
 from tf_fsm.storage.backends import open_store
@@ -117,12 +115,7 @@ def test_an_edit_while_a_run_holds_the_ticket_is_409(project: Path) -> None:
 
 def test_a_hand_off_is_answered_from_the_page_and_the_ticket_goes_on(project: Path) -> None:
     root = _project(project, "t-1", handoff=True)
-    run = subprocess.run(
-        [sys.executable, "-m", "tf_fsm", "--root", str(root), "run", "t-1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = run_cli("--root", str(root), "run", "t-1")
     assert run.returncode == 6, run.stderr
     area = root / ".tf/knowledge/tickets/t-1"
     with ui_server(root, "--allow-actions") as server:
