@@ -337,7 +337,7 @@ def test_run_help_lists_flags_and_exit_codes() -> None:
     for flag in ("--no-research", "--with-research", "--once", "--retry-reset"):
         assert flag in result.stdout
     codes = re.findall(r"^\s+(\d+)\s", result.stdout.split("exit codes:")[1], re.MULTILINE)
-    assert codes == ["0", "1", "2", "3", "4", "5", "6", "69", "74", "75", "130", "141"]
+    assert codes == ["0", "1", "2", "3", "4", "5", "6", "7", "69", "74", "75", "130", "141"]
 
 
 @pytest.mark.parametrize(
