@@ -37,13 +37,14 @@ def agent_entries(settings: LoadedSettings) -> list[str]:
 
 
 def agent_files(
-    root: Path, settings: LoadedSettings, tree: Path, admin: Path, base: str
+    root: Path, settings: LoadedSettings, tree: Path, admin: Path, base: str, *, made: bool
 ) -> tuple[Record, list[str]]:
     """Copy the agent files the worktree lacks from the root; the record, written before any
-    copy (a copy cut off is redone, and never committed meanwhile)."""
+    copy (a copy cut off is redone, and never committed meanwhile). `made`: the worktree was
+    just checked out into an empty directory, so every file in it is one its HEAD holds."""
     entries = agent_entries(settings)
     recorded = read_record(admin)
-    record = recorded or Record(base, present_untracked(tree, entries))
+    record = recorded or Record(base, () if made else present_untracked(tree, entries))
     for entry in entries:
         _sweep_copy(tree / entry, tree)
     missing = [e for e in entries if _at_root(root, e) and not os.path.lexists(tree / e)]

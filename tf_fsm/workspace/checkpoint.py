@@ -60,8 +60,8 @@ def checkpoint(ws: Workspace, message: str, trailers: Mapping[str, str]) -> str 
 
 
 def head(ws: Workspace) -> str:
-    """The commit checked out in the ticket's worktree."""
-    return ws.git.out("rev-parse", "--verify", "HEAD^{commit}")
+    """The commit checked out in the ticket's worktree (git's own error when there is none)."""
+    return ws.git.rev("HEAD") or ws.git.out("rev-parse", "--verify", "HEAD^{commit}")
 
 
 def save_ref(ws: Workspace, name: str, sha: str) -> str:

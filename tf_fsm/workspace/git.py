@@ -13,6 +13,8 @@ command is tf_fsm's own bookkeeping on its own branch, worktrees and refs, and r
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -36,6 +38,18 @@ _QUIET_ENV = {
     "LC_ALL": "C",  # tf_fsm reads a few of git's messages (conflicts)
     "LANGUAGE": "C",
 }
+#: what else than a working tree's `.git` decides where git finds its directories
+_LOCATING_ENV = ("GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE")
+#: a branch's name tf_fsm reads from a loose ref file itself (anything else asks git): plain
+#: components, none starting with a dot (no `..`; reftable's `refs/heads/.invalid` neither)
+_COMPONENT = r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*(?<!\.lock))?"  # `x.lock`: a lock file
+_PLAIN_BRANCH = re.compile(rf"refs/heads/(?:{_COMPONENT}/)*{_COMPONENT}")
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+#: what git said where a working tree is (its top, own git directory, common git directory),
+#: by what decides it (see `_identity`): asked once per tree and process, not per operation
+_WHERE: dict[tuple[object, ...], tuple[Path | None, Path, Path]] = {}
+#: where git looks for the user's hooks, by working tree and configuration
+_HOOKS: dict[tuple[object, ...], Path] = {}
 #: where tf_fsm's own git commands look for hooks (core.hooksPath): a path no file can be
 #: under, so that none is found
 NO_HOOKS = os.devnull
@@ -87,12 +101,20 @@ class Git:
     # -- questions every caller asks ------------------------------------------------------
 
     def rev(self, name: str) -> str | None:
-        """The commit `name` points at, or None when there is no such ref or commit."""
+        """The commit `name` points at, or None when there is no such ref or commit. HEAD and
+        a branch (`refs/heads/...`) are read from their loose ref file when git's own files
+        say it plainly; anything else (a packed ref, reftable, a detached HEAD) asks git."""
+        loose = self._loose(name)
+        if loose is not None:
+            return loose
         result = self.run("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", check=False)
         return result.stdout.strip() or None if result.exit_code == 0 else None
 
     def head_branch(self) -> str | None:
         """The branch checked out here, or None on a detached HEAD or an unborn branch."""
+        named = self._head_ref()
+        if named is not None and self._loose(named) is not None:
+            return named.removeprefix("refs/heads/")
         result = self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
         name = result.stdout.strip()
         return name if result.exit_code == 0 and name and self.rev("HEAD") else None
@@ -102,17 +124,112 @@ class Git:
 
     def git_dir(self) -> Path:
         """This working tree's own git directory (a worktree's is under the common one)."""
-        return (self.cwd / self.out("rev-parse", "--git-dir")).resolve()
+        return self.dirs()[0]
 
     def common_dir(self) -> Path:
         """The repository's git directory, shared by all its worktrees."""
-        return (self.cwd / self.out("rev-parse", "--git-common-dir")).resolve()
+        return self.dirs()[1]
 
     def dirs(self) -> tuple[Path, Path]:
-        """`git_dir()` and `common_dir()` in one git process: the lock sweep before every
-        operation in a worktree needs both."""
-        own, common = self.out("rev-parse", "--git-dir", "--git-common-dir").split("\n")
-        return (self.cwd / own).resolve(), (self.cwd / common).resolve()
+        """`git_dir()` and `common_dir()`, asked of git once per working tree and process."""
+        _top, own, common = self._where()
+        return own, common
+
+    def top(self) -> Path | None:
+        """The top of the working tree `cwd` is in (None: git says it is in none)."""
+        return self._where()[0]
+
+    def _where(self) -> tuple[Path | None, Path, Path]:
+        key = self._identity()
+        known = _WHERE.get(key) if key is not None else None
+        if known is not None:
+            return known
+        asked = self.run(
+            "rev-parse", "--git-dir", "--git-common-dir", "--show-toplevel", check=False
+        )
+        lines = asked.stdout.split("\n")
+        if asked.exit_code == 0 and len(lines) >= 3 and lines[2]:
+            top: Path | None = Path(lines[2])
+        else:  # no working tree (a git directory): its directories are still git's answer
+            lines, top = self.out("rev-parse", "--git-dir", "--git-common-dir").split("\n"), None
+        where = (top, (self.cwd / lines[0]).resolve(), (self.cwd / lines[1]).resolve())
+        if key is not None:
+            _WHERE[key] = where
+        return where
+
+    def hook_present(self, name: str) -> bool:
+        """Is there a file for the user's hook `name` where git looks for hooks (the
+        repository's hooks directory, or the `core.hooksPath` its config names)? Executable
+        or not: `git hook run` says itself what it does with one that is not."""
+        key = self._identity()
+        if key is not None:
+            key = (*key, *self._config_stamp())
+        where = _HOOKS.get(key) if key is not None else None
+        if where is None:
+            where = self.cwd / self.with_hooks().out("rev-parse", "--git-path", "hooks")
+            if key is not None:
+                _HOOKS[key] = where
+        return os.path.lexists(where / name)
+
+    def _config_stamp(self) -> tuple[object, ...]:
+        """What a change of git's configuration changes: the config files' sizes and times,
+        and the settings given in the environment."""
+        home = Path(os.environ.get("HOME", "/"))
+        xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+        files = (self.common_dir() / "config", home / ".gitconfig", xdg / "git" / "config")
+        stamps: list[object] = []
+        for path in (*files, Path("/etc/gitconfig")):
+            try:
+                info = path.stat()
+                stamps.append((info.st_ino, info.st_size, info.st_mtime_ns))
+            except OSError:
+                stamps.append(None)
+        env = {**os.environ, **self.env}
+        return (*stamps, *sorted((k, v) for k, v in env.items() if k.startswith("GIT_CONFIG")))
+
+    def _identity(self) -> tuple[object, ...] | None:
+        """What decides git's answer to where this tree's git directories are: the tree, its
+        `.git` (a worktree's `.git` file names its own directory) and the environment's
+        GIT_DIR and the like. None when `cwd` has no `.git` (git would look above it)."""
+        dot = self.cwd / ".git"
+        try:
+            info = os.lstat(dot)
+            named = dot.read_text(encoding="utf-8") if stat.S_ISREG(info.st_mode) else ""
+        except (OSError, UnicodeDecodeError):
+            return None
+        env = {**os.environ, **self.env}
+        return (str(self.cwd), info.st_dev, info.st_ino, named, *map(env.get, _LOCATING_ENV))
+
+    def _head_ref(self) -> str | None:
+        """The branch HEAD's file names (`ref: refs/heads/<name>`), when the tree's git
+        directories are known already and the file says it plainly; else None."""
+        key = self._identity()
+        known = _WHERE.get(key) if key is not None else None
+        if known is None:
+            return None
+        try:
+            text = (known[1] / "HEAD").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        named = text.removeprefix("ref: ").rstrip("\n")
+        return named if text.startswith("ref: ") and _PLAIN_BRANCH.fullmatch(named) else None
+
+    def _loose(self, name: str) -> str | None:
+        """The commit of HEAD or a branch from its loose ref file (git writes each whole, by
+        a rename; a loose ref is the one git reads before any packed one), or None when
+        that file does not say it (git then answers)."""
+        if "GIT_NAMESPACE" in os.environ or "GIT_NAMESPACE" in self.env:
+            return None
+        ref = self._head_ref() if name == "HEAD" else name
+        key = self._identity()
+        known = _WHERE.get(key) if key is not None else None
+        if ref is None or known is None or not _PLAIN_BRANCH.fullmatch(ref):
+            return None
+        try:
+            sha = (known[2] / ref).read_text(encoding="ascii").rstrip("\n")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return sha if _OBJECT_ID.fullmatch(sha) else None
 
     def commit_env(self) -> dict[str, str]:
         """What a commit tf_fsm makes needs in its environment: an identity, when the user's
@@ -170,7 +287,11 @@ def repository_root(path: Path) -> Path | None:
 
 def require_repository(root: Path, why: str) -> Git:
     """git at the project root, which must be the top of a git working tree with a commit."""
-    top = repository_root(root)
+    git = Git(root)
+    try:
+        top = git.top()
+    except (FileNotFoundError, GitError):  # no git installed, or not in a repository
+        top = None
     if top is None:
         raise WorkspaceError(f"{root} is not in a git repository, so {why} cannot be used")
     if top.resolve() != root.resolve():
@@ -178,10 +299,17 @@ def require_repository(root: Path, why: str) -> Git:
             f"{root} is inside the git working tree {top}, not at its top; {why} needs the "
             "project root to be the repository's top (run tf-fsm from there)"
         )
-    git = Git(root)
     if git.rev("HEAD") is None:
         raise WorkspaceError(f"the git repository at {root} has no commit yet; {why} needs one")
     return git
+
+
+def remember_worktree(tree: Path, own: Path, common: Path) -> None:
+    """Note where the worktree just made at `tree` has its git directories (git's registry
+    says it: `own` is its entry), so that no git process is asked."""
+    key = Git(tree)._identity()
+    if key is not None:
+        _WHERE[key] = (tree, own.resolve(), common.resolve())
 
 
 def paths_of(output: str) -> list[str]:

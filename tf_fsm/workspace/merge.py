@@ -171,7 +171,10 @@ def merge(ws: Workspace, *, strategy: Strategy, message: str, tk_file: str, tk_t
         raise ValueError(f"unknown merge strategy {strategy!r}")
     _check_tk_file(tk_file)
     tip, base = branch_tips(ws)
-    found = _queue_merge(ws.root_git, ws.ticket_id, tip, base, None)
+    # One question answers both whether the branch holds the base tip and, when it does,
+    # that the queue never merged it: its merge would be a commit of the base after the tip.
+    holds_base = ws.root_git.run("merge-base", tip, base, check=False).stdout.strip() == base
+    found = None if holds_base else _queue_merge(ws.root_git, ws.ticket_id, tip, base, None)
     if found is not None:
         return Merged(found, base, already=True)
     if (noted := note_path(ws.root, ws.ticket_id)).exists():
@@ -179,7 +182,7 @@ def merge(ws: Workspace, *, strategy: Strategy, message: str, tk_file: str, tk_t
             f"the merge of {ws.ticket_id} that {noted} describes did not finish and was not "
             "recovered: recover it before merging again"
         )
-    if not ws.root_git.is_ancestor(base, tip):
+    if not holds_base:
         raise WorkspaceError(
             f"{ws.branch} does not hold the tip of {ws.base_branch} ({base[:12]}): rebase it "
             f"onto {ws.base_branch} before merging"
@@ -201,7 +204,12 @@ def _check_tk_file(tk_file: str) -> None:
 
 
 def _checkout_of(ws: Workspace) -> Path | None:
-    """The working tree that has the base branch checked out, or None."""
+    """The working tree that has the base branch checked out, or None: the root, when its
+    HEAD says so (read from its file: the usual case asks git nothing), else as git lists
+    them (the main working tree first)."""
+    own, common = ws.root_git.dirs()
+    if own == common and ws.root_git.head_branch() == ws.base_branch:
+        return ws.root
     listing = ws.root_git.out("worktree", "list", "--porcelain", "-z")
     ref, tree = f"refs/heads/{ws.base_branch}", None
     for field in listing.split("\0"):
@@ -319,7 +327,7 @@ def _conclude(job: _Job, git: Git, own: Path) -> str:
     atomic_write_text(git.cwd / job.tk_file, job.tk_text, within=git.cwd)
     git.run("add", "--", *literal([job.tk_file]))
     users = git.with_hooks()
-    if job.strategy == "merge":
+    if job.strategy == "merge" and users.hook_present("pre-merge-commit"):
         users.run("hook", "run", "--ignore-missing", "pre-merge-commit")
     users.run(
         "commit",
@@ -331,7 +339,7 @@ def _conclude(job: _Job, git: Git, own: Path) -> str:
         stdin=job.text,
         env=git.commit_env(),
     )
-    return git.out("rev-parse", "HEAD")
+    return git.rev("HEAD") or git.out("rev-parse", "HEAD")
 
 
 def _failed(

@@ -24,6 +24,12 @@ from tf_fsm.workspace.model import worktrees_dir
 EXCLUDE_COMMENT = "# tf-fsm: the tickets' worktrees (ralph.parallelWorktreesDir)"
 #: how many tracked files a refusal names
 _SHOWN = 3
+#: (project root, worktrees directory) git answered for in this process: tracking nothing
+#: there, and ignoring it. Asked when a process makes its first worktree there, not for
+#: every ticket's: the directory is the settings', and a run's worktrees go where its first
+#: went (a file committed there meanwhile is refused by the next run)
+_UNTRACKED: set[tuple[str, str]] = set()
+_IGNORED: set[tuple[str, str]] = set()
 
 
 def check_directory(git: Git, root: Path, directory: Path) -> None:
@@ -37,6 +43,9 @@ def check_directory(git: Git, root: Path, directory: Path) -> None:
         )
     check_within(directory, root)  # a symlink must not lead the worktrees out of the project
     posix = _posix(root, directory)
+    asked = (str(root.resolve()), posix)
+    if asked in _UNTRACKED:
+        return
     tracked = paths_of(git.out("ls-files", "-z", "--", *literal([posix])))
     if tracked:
         shown = ", ".join(tracked[:_SHOWN]) + (", ..." if len(tracked) > _SHOWN else "")
@@ -46,6 +55,7 @@ def check_directory(git: Git, root: Path, directory: Path) -> None:
             "git status; set it to a directory git does not track (the default is "
             "'.tf/ralph/worktrees')"
         )
+    _UNTRACKED.add(asked)
 
 
 def ensure_ignored(git: Git, common: Path, root: Path, settings: LoadedSettings) -> list[str]:
@@ -64,7 +74,11 @@ def ensure_ignored(git: Git, common: Path, root: Path, settings: LoadedSettings)
     ]
     if stale:
         atomic_write_text(exclude, kept, within=common)
+    asked = (str(root.resolve()), posix)
+    if asked in _IGNORED:
+        return notes
     if git.ok("check-ignore", "--quiet", f"{posix}/"):
+        _IGNORED.add(asked)
         return notes
     if line in kept.splitlines():
         return notes  # already there: a rule of the project re-includes it, and it wins

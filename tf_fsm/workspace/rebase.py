@@ -170,14 +170,14 @@ def reattach_branch(ws: Workspace) -> list[str]:
 
 
 def branch_tips(ws: Workspace) -> tuple[str, str]:
-    """(the ticket branch's tip, the base branch's tip), read in one git process."""
-    refs = {f"refs/heads/{ws.branch}": ws.branch, f"refs/heads/{ws.base_branch}": ws.base_branch}
-    out = ws.root_git.out("for-each-ref", "--format=%(objectname) %(refname)", *refs)
-    found = {ref: sha for sha, _, ref in (line.partition(" ") for line in out.splitlines())}
-    for ref, name in refs.items():
-        if ref not in found:
+    """(the ticket branch's tip, the base branch's tip)."""
+    tips = []
+    for name in (ws.branch, ws.base_branch):
+        tip = ws.root_git.rev(f"refs/heads/{name}")
+        if tip is None:
             raise WorkspaceError(f"the repository at {ws.root} has no branch {name}")
-    return found[f"refs/heads/{ws.branch}"], found[f"refs/heads/{ws.base_branch}"]
+        tips.append(tip)
+    return tips[0], tips[1]
 
 
 def listing(paths: Sequence[str], shown: int = 10) -> str:

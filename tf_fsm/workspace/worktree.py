@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tf_fsm.errors import WorkspaceError
+from tf_fsm.errors import GitError, WorkspaceError
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.workspace.agent_files import (
     Record,
@@ -27,7 +27,13 @@ from tf_fsm.workspace.agent_files import (
     remove_entry,
 )
 from tf_fsm.workspace.checkpoint import clear_locks, keep_uncommitted, on_branch, save_ref
-from tf_fsm.workspace.git import Git, rebase_in_progress, require_repository
+from tf_fsm.workspace.git import (
+    Git,
+    rebase_in_progress,
+    remember_worktree,
+    require_repository,
+    said,
+)
 from tf_fsm.workspace.leftover import clear_leftover, foreign, gitfile_target, only_mirror
 from tf_fsm.workspace.locks import git_processes_in, registered_tree, worktree_registry
 from tf_fsm.workspace.merge import merge_of
@@ -117,20 +123,22 @@ def ensure(
     with worktree_registry(common):
         admins = [e.admin for e in _registry(common) if _registers(e, tree)]
         notes = clear_locks(common, admins, root, tree, branch, ticket_id)
-        made_branch = _ensure_branch(git, branch, base)
-        notes += made_branch
-        notes += ensure_ignored(git, common, root, settings)
         entry = _settled(root, common, tree)
+        made = entry is None
         if entry is None:
+            notes += ensure_ignored(git, common, root, settings)
             notes += _clear(git, common, tree, removing=False, mirror=mirror)
-            git.run("worktree", "add", "--quiet", str(tree), branch)
+            notes += _add(git, tree, branch, base)
             entry = _ready(common, tree)
             if entry is None:  # git said it made it: its registry says otherwise
                 raise WorkspaceError(f"git worktree add did not register {tree}")
-            notes.append(_made_note(git, tree, branch, again=not made_branch))
         else:
+            notes += _ensure_branch(git, branch, base)
+            notes += ensure_ignored(git, common, root, settings)
+        remember_worktree(tree, entry.admin, common)
+        if not made:
             _check_branch(tree, entry.admin, branch)
-    record, copied = agent_files(root, settings, tree, entry.admin, base)
+    record, copied = agent_files(root, settings, tree, entry.admin, base, made=made)
     if record.base != base:
         notes.append(f"{branch} was made from {record.base}, not {base}: it merges into it")
     return Workspace(ticket_id, root, tree, branch, record.base, record.copied), notes + copied
@@ -141,13 +149,6 @@ def intact(common: Path, tree: Path) -> bool:
     directory `common`), its checkout done, its `.git` file naming its entry? Read from the
     registry's files, no git process: a run asks before everything it runs there."""
     return _ready(common, tree) is not None
-
-
-def _made_note(git: Git, tree: Path, branch: str, *, again: bool) -> str:
-    if not again:
-        return f"made the worktree {tree} for the branch {branch}"
-    tip = git.rev(f"refs/heads/{branch}") or ""
-    return f"made the worktree {tree} from the branch {branch} at {tip[:12]}, its last commit"
 
 
 def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[str]:
@@ -176,18 +177,44 @@ def remove(ws: Workspace, *, delete_branch: bool, force: bool = False) -> list[s
 # -- the branch ------------------------------------------------------------------------
 
 
+def _add(git: Git, tree: Path, branch: str, base: str) -> list[str]:
+    """`git worktree add` at `tree` for the ticket's branch, made from the base branch's tip
+    by the same command when there is none yet (git refuses to make a branch that exists);
+    else the worktree is made from the branch, at its tip."""
+    tip = git.rev(f"refs/heads/{base}")
+    if tip is not None:
+        args = ("worktree", "add", "--quiet", "-b", branch, str(tree), tip)
+        added = git.run(*args, check=False)
+        if added.exit_code == 0:
+            return [
+                f"made the branch {branch} from {base} at {tip[:12]}",
+                f"made the worktree {tree} for the branch {branch}",
+            ]
+        if git.rev(f"refs/heads/{branch}") is None:  # refused for another reason: git's own
+            raise GitError(args, git.cwd, added.exit_code, said(added))
+    elif git.rev(f"refs/heads/{branch}") is None:
+        raise _no_base(git, branch, base)
+    git.run("worktree", "add", "--quiet", str(tree), branch)
+    tip = git.rev(f"refs/heads/{branch}") or ""
+    return [f"made the worktree {tree} from the branch {branch} at {tip[:12]}, its last commit"]
+
+
 def _ensure_branch(git: Git, branch: str, base: str) -> list[str]:
     if git.rev(f"refs/heads/{branch}") is not None:
         return []  # never reset: it holds the ticket's commits
     tip = git.rev(f"refs/heads/{base}")
     if tip is None:
-        raise WorkspaceError(
-            f"the base branch {base!r} does not exist in {git.cwd}, so {branch} cannot be "
-            "made from it"
-        )
+        raise _no_base(git, branch, base)
     # "" as the old value: create only (update-ref writes no config, as `git branch` may)
     git.run("update-ref", "-m", f"tf-fsm: {branch} from {base}", f"refs/heads/{branch}", tip, "")
     return [f"made the branch {branch} from {base} at {tip[:12]}"]
+
+
+def _no_base(git: Git, branch: str, base: str) -> WorkspaceError:
+    return WorkspaceError(
+        f"the base branch {base!r} does not exist in {git.cwd}, so {branch} cannot be made "
+        "from it"
+    )
 
 
 # -- git's worktree registry ---------------------------------------------------------------
@@ -287,6 +314,10 @@ def _remove_tree(ws: Workspace, common: Path) -> list[str]:
             f"the worktree {ws.tree} is locked ({entry.locked.strip() or 'no reason given'}): "
             f"unlock it (git worktree unlock {ws.tree}) to remove it"
         )
+    # git removes a clean worktree itself (nothing to keep: the scan below would find
+    # nothing); it refuses one with changes or untracked files, which are kept first
+    if ws.root_git.ok("worktree", "remove", str(ws.tree)):
+        return [f"removed the worktree {ws.tree}"]
     kept = keep_uncommitted(ws, "removed-uncommitted")
     ws.root_git.run("worktree", "remove", "--force", str(ws.tree))
     notes = [f"kept the uncommitted changes of {ws.tree} under {kept}"] if kept else []
