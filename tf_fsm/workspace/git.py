@@ -12,6 +12,7 @@ command is tf_fsm's own bookkeeping on its own branch, worktrees and refs, and r
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -172,16 +173,16 @@ class Git:
         return os.path.lexists(where / name)
 
     def _config_stamp(self) -> tuple[object, ...]:
-        """What a change of git's configuration changes: the config files' sizes and times,
-        and the settings given in the environment."""
+        """What a change of git's configuration changes: the config files' contents (a digest
+        of each; git rewrites a file whole, also when nothing in it changed), and the
+        settings given in the environment."""
         home = Path(os.environ.get("HOME", "/"))
         xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
         files = (self.common_dir() / "config", home / ".gitconfig", xdg / "git" / "config")
         stamps: list[object] = []
         for path in (*files, Path("/etc/gitconfig")):
             try:
-                info = path.stat()
-                stamps.append((info.st_ino, info.st_size, info.st_mtime_ns))
+                stamps.append(hashlib.sha256(path.read_bytes()).digest())
             except OSError:
                 stamps.append(None)
         env = {**os.environ, **self.env}

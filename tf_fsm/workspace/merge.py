@@ -171,9 +171,11 @@ def merge(ws: Workspace, *, strategy: Strategy, message: str, tk_file: str, tk_t
         raise ValueError(f"unknown merge strategy {strategy!r}")
     _check_tk_file(tk_file)
     tip, base = branch_tips(ws)
-    # One question answers both whether the branch holds the base tip and, when it does,
-    # that the queue never merged it: its merge would be a commit of the base after the tip.
-    holds_base = ws.root_git.run("merge-base", tip, base, check=False).stdout.strip() == base
+    # One question answers both whether the branch holds the base tip (the base is one of
+    # their common ancestors) and, when it does, that the queue never merged it: its merge
+    # would be a commit of the base after the tip.
+    bases = ws.root_git.run("merge-base", "--all", tip, base, check=False).stdout.split()
+    holds_base = base in bases
     found = None if holds_base else _queue_merge(ws.root_git, ws.ticket_id, tip, base, None)
     if found is not None:
         return Merged(found, base, already=True)
