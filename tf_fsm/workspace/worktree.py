@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tf_fsm.errors import GitError, WorkspaceError
+from tf_fsm.fs.confine import check_within
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir
 from tf_fsm.workspace.agent_files import (
     Record,
@@ -315,7 +316,15 @@ def _remove_tree(ws: Workspace, common: Path) -> list[str]:
             f"unlock it (git worktree unlock {ws.tree}) to remove it"
         )
     # git removes a clean worktree itself (nothing to keep: the scan below would find
-    # nothing); it refuses one with changes or untracked files, which are kept first
+    # nothing); it refuses one with changes or untracked files, which are kept first. The
+    # agent files copied from the root go first: no checkpoint or scan ever keeps a copy,
+    # and git would refuse for them alone (a run made again copies them again)
+    for copy in ws.copied:
+        try:
+            check_within(ws.tree / copy, ws.tree)
+        except WorkspaceError:
+            continue  # led out of the worktree by a link: git's removal of the tree decides
+        remove_entry(ws.tree / copy)
     if ws.root_git.ok("worktree", "remove", str(ws.tree)):
         return [f"removed the worktree {ws.tree}"]
     kept = keep_uncommitted(ws, "removed-uncommitted")
