@@ -315,18 +315,16 @@ def _remove_tree(ws: Workspace, common: Path) -> list[str]:
             f"the worktree {ws.tree} is locked ({entry.locked.strip() or 'no reason given'}): "
             f"unlock it (git worktree unlock {ws.tree}) to remove it"
         )
-    # git removes a clean worktree itself (nothing to keep: the scan below would find
-    # nothing); it refuses one with changes or untracked files, which are kept first. The
-    # agent files copied from the root go first: no checkpoint or scan ever keeps a copy,
-    # and git would refuse for them alone (a run made again copies them again)
+    # The agent files copied from the root go first: no checkpoint or scan ever keeps a copy
+    # (a run made again copies them again). The scan runs before every removal, clean or
+    # not: a `git worktree remove` killed half way leaves tracked files deleted, which a
+    # rerun could not tell from a person's deletions, so they are never left to tell apart.
     for copy in ws.copied:
         try:
             check_within(ws.tree / copy, ws.tree)
         except WorkspaceError:
             continue  # led out of the worktree by a link: git's removal of the tree decides
         remove_entry(ws.tree / copy)
-    if ws.root_git.ok("worktree", "remove", str(ws.tree)):
-        return [f"removed the worktree {ws.tree}"]
     kept = keep_uncommitted(ws, "removed-uncommitted")
     ws.root_git.run("worktree", "remove", "--force", str(ws.tree))
     notes = [f"kept the uncommitted changes of {ws.tree} under {kept}"] if kept else []
