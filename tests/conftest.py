@@ -36,7 +36,7 @@ SLOW = (
         f"tests/test_{name}.py"
         for name in (
             "backlog_scan", "bad_numbers", "cli_commands", "cli_edges", "diagrams",
-            "gate_audit", "gate_reports", "gate_warnings", "one_answer", "one_decision",
+            "gate_audit", "gate_warnings", "one_answer", "one_decision",
             "plan_gates", "prompt_audit", "prompt_sandbox", "prompts", "ralph",
             "reset_command", "resume", "status_all", "stop_command", "terminal_safety",
             "transient", "ui", "ui_board", "ui_edit_http", "ui_limits", "ui_work_actions",
@@ -93,6 +93,14 @@ def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TMPDIR", str(place))
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     return place
+
+
+@pytest.fixture
+def plain_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest a test's own project runs (its gate) loads none of this venv's plugins, as
+    the project's own would not: it needs none, and their imports (hypothesis's above all)
+    cost about a second per pytest start."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
 @pytest.fixture
