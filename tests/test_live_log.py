@@ -381,9 +381,7 @@ def test_run_process_hands_each_chunk_on_as_it_arrives(tmp_path: Path) -> None:
         if b"out 1" in chunk:
             go.touch()
 
-    result = run_process(
-        [sys.executable, "-c", script, str(go)], cwd=tmp_path, on_output=handed_on
-    )
+    result = run_process([sys.executable, "-c", script, str(go)], cwd=tmp_path, on_output=handed_on)
     assert result.stdout == "out 1\nout 2\n" and result.stderr == "err 1\n"  # captured as ever
     assert b"".join(c for s, c in seen if s == "stdout") == b"out 1\nout 2\n"
     assert b"".join(c for s, c in seen if s == "stderr") == b"err 1\n"
