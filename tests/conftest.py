@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,45 @@ if TYPE_CHECKING:
 DATA = Path(__file__).parent / "data"
 #: the browser tests' fixtures (`browser`, `page`): tests/browser.py
 pytest_plugins = ["tests.browser"]
+
+#: the slow trials, by directory or module (relative to the repository): kill and crash soaks,
+#: mutant runs, the Temporal dev server, real agent CLIs and long end-to-end runs; with every
+#: test that drives a browser, they are marked `slow` and the quick command
+#: (`-m "not slow"`, README) leaves them out. The full command runs them all.
+SLOW = (
+    "tests/crash/",
+    "tests/temporal/",
+    "tests/e2e/",
+    "tests/workspace/",
+    "tests/conformance/test_mutants.py",
+    # more than 10 s of test time each in a quick run on 2 cores: many tf-fsm processes,
+    # real git repositories and worktrees, the board's server
+    *(
+        f"tests/test_{name}.py"
+        for name in (
+            "backlog_scan", "bad_numbers", "cli_commands", "cli_edges", "diagrams",
+            "gate_audit", "gate_warnings", "one_answer", "one_decision",
+            "plan_gates", "prompt_audit", "prompt_sandbox", "prompts", "ralph",
+            "reset_command", "resume", "status_all", "stop_command", "terminal_safety",
+            "transient", "ui", "ui_board", "ui_edit_http", "ui_limits", "ui_work_actions",
+            "workspace_views", "workspaces_cmd",
+        )
+    ),
+)  # fmt: skip
+BROWSER_FIXTURES = {"browser", "page"}
+
+# A test run started in the background (`pytest ... &` in a script) inherits SIGINT ignored, and
+# so would every tf-fsm it starts: the tests that interrupt a run, a loop or watch as Ctrl-C
+# does would wait in vain. Python's own handler here gives the processes it starts the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.relative_to(config.rootpath).as_posix()
+        if where.startswith(SLOW) or BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 def tk_ticket(
@@ -53,6 +93,14 @@ def temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TMPDIR", str(place))
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     return place
+
+
+@pytest.fixture
+def plain_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pytest a test's own project runs (its gate) loads none of this venv's plugins, as
+    the project's own would not: it needs none, and their imports (hypothesis's above all)
+    cost about a second per pytest start."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
 @pytest.fixture

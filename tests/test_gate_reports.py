@@ -17,6 +17,9 @@ from tf_fsm.settings.gate_reports import looks_like_pytest
 from tf_fsm.settings.load import QualityGate
 from tf_fsm.workspace.baseline import baseline_dir
 
+#: the projects' pytest gates start without this venv's plugins (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("plain_pytest")
+
 SUITE = """\
 def test_broken():
     assert False

@@ -361,22 +361,27 @@ def test_a_long_line_without_blanks_is_never_cut_in_a_secret(project: Path) -> N
 
 
 def test_run_process_hands_each_chunk_on_as_it_arrives(tmp_path: Path) -> None:
-    seen: list[tuple[float, str, bytes]] = []
+    """The process prints its second line only after the test was handed the first: a chunk
+    held back until the process ends would leave it waiting, and its output would say so."""
+    seen: list[tuple[str, bytes]] = []
+    go = tmp_path / "go"
     script = (
         "import sys, time\n"
+        "from pathlib import Path\n"
         "print('out 1', flush=True)\n"
         "print('err 1', file=sys.stderr, flush=True)\n"
-        "time.sleep(0.3)\n"
-        "print('out 2', flush=True)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not Path(sys.argv[1]).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "print('out 2' if Path(sys.argv[1]).exists() else 'never handed on', flush=True)\n"
     )
-    started = time.monotonic()
-    result = run_process(
-        [sys.executable, "-c", script],
-        cwd=tmp_path,
-        on_output=lambda chunk, stream: seen.append((time.monotonic(), stream, chunk)),
-    )
+
+    def handed_on(chunk: bytes, stream: str) -> None:
+        seen.append((stream, chunk))
+        if b"out 1" in chunk:
+            go.touch()
+
+    result = run_process([sys.executable, "-c", script, str(go)], cwd=tmp_path, on_output=handed_on)
     assert result.stdout == "out 1\nout 2\n" and result.stderr == "err 1\n"  # captured as ever
-    assert b"".join(c for _, s, c in seen if s == "stdout") == b"out 1\nout 2\n"
-    assert b"".join(c for _, s, c in seen if s == "stderr") == b"err 1\n"
-    first = next(t for t, _, c in seen if b"out 1" in c)
-    assert first - started < result.duration - 0.2  # before the process ended, not after
+    assert b"".join(c for s, c in seen if s == "stdout") == b"out 1\nout 2\n"
+    assert b"".join(c for s, c in seen if s == "stderr") == b"err 1\n"

@@ -117,6 +117,8 @@ class Harness:
                     "kind": "command",
                     "command": [sys.executable, str(AGENT)],
                     "timeoutSeconds": timeout,
+                    # the backoff has tests of its own (test_presets, test_transient): no waits
+                    "restartBackoffSeconds": 0,
                 },
             }
         )

@@ -14,8 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.e2e.workspace_project import Project, worktree_of
 from tests.gitrepo import git, status
+
+#: the projects' pytest gates start without this venv's plugins (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("plain_pytest")
 
 #: the project's suite: one test broken before any ticket, one a ticket can break, and one
 #: that breaks only when a.py and b.py are both raised (each alone is fine)

@@ -54,18 +54,24 @@ def _remove_tree(path: Path) -> None:
 
 @pytest.mark.parametrize("deleted", ["lock", "lock and owner note", "ticket directory"])
 def test_a_second_run_is_refused_after_the_lock_file_is_deleted(e2e: Harness, deleted: str) -> None:
-    e2e.plan(hang=[{"phase": "implement", "seconds": 3}])
+    # the first run's agent waits inside implement until the test lets it go: the second run
+    # meets a held lock however slowly it starts
+    go = e2e.agent_dir / "go"
+    e2e.plan(pause=[{"phase": "implement", "until": str(go), "seconds": 120}])
     first = _first_run(e2e)
-    if deleted == "ticket directory":
-        _remove_tree(e2e.dir)
-    else:
-        (e2e.dir / ".lock").unlink()
-        if deleted == "lock and owner note":
-            (e2e.dir / ".lock.owner").unlink()
+    try:
+        if deleted == "ticket directory":
+            _remove_tree(e2e.dir)
+        else:
+            (e2e.dir / ".lock").unlink()
+            if deleted == "lock and owner note":
+                (e2e.dir / ".lock.owner").unlink()
 
-    second = e2e.run()
-    assert second.returncode == 75, second.stderr
-    assert f"pid {first.pid}" in second.stderr, second.stderr  # named even without the note
+        second = e2e.run()
+        assert second.returncode == 75, second.stderr
+        assert f"pid {first.pid}" in second.stderr, second.stderr  # named even without the note
+    finally:
+        go.touch()
 
     _, err = first.communicate(timeout=60)
     assert "internal error" not in err, err

@@ -78,13 +78,13 @@ def test_phase_crash_then_resume(e2e: Harness) -> None:
 
 
 def test_phase_timeout_kills_the_process_group(e2e: Harness) -> None:
-    e2e.settings(timeout=2)
+    e2e.settings(timeout=5)  # the phases before review end well within it, however busy
     no_restarts(e2e)
     e2e.plan(hang=[{"phase": "review", "seconds": 60}])
     started = time.monotonic()
     result = e2e.run()
     assert result.returncode == 5, result.stderr
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 50  # not the hang's 60 s
 
     failed = failed_attempt(e2e, "review")
     assert "timed out" in failed["failure"]

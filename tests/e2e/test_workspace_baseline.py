@@ -11,8 +11,13 @@ import json
 import sys
 from typing import Any
 
+import pytest
+
 from tests.e2e.workspace_project import Project
 from tests.gitrepo import status
+
+#: the projects' pytest gates start without this venv's plugins (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("plain_pytest")
 
 #: the project's test suite: one test broken before any ticket, one a ticket can break
 SUITE = """\

@@ -14,6 +14,9 @@ import pytest
 from tf_fsm.workspace import junit
 from tf_fsm.workspace.junit import failing_tests, read_report, stamp
 
+#: the projects' pytest gates start without this venv's plugins (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("plain_pytest")
+
 JEST = """<?xml version="1.0" encoding="UTF-8"?>
 <testsuites name="jest tests" tests="3" failures="1" errors="0" time="1.2">
   <testsuite name="parser" errors="0" failures="1" skipped="0" timestamp="2024-01-01T00:00:00"
