@@ -213,8 +213,7 @@ def _ensure_branch(git: Git, branch: str, base: str) -> list[str]:
 
 def _no_base(git: Git, branch: str, base: str) -> WorkspaceError:
     return WorkspaceError(
-        f"the base branch {base!r} does not exist in {git.cwd}, so {branch} cannot be made "
-        "from it"
+        f"the base branch {base!r} does not exist in {git.cwd}, so {branch} cannot be made from it"
     )
 
 
