@@ -162,8 +162,9 @@ class BoardApp:
         if self.hub is not None and data["log"] is not None:
             self.hub.follow(tid, data["log"].name, data["log"].size)
         name = "panel.html" if request.url.path.endswith("/panel") else "ticket.html"
-        editing = await run_in_threadpool(self.editing.ticket_context, tid)
-        work = await run_in_threadpool(self.work.view, tid) if name == "ticket.html" else None
+        view = data["view"]
+        editing = await run_in_threadpool(self.editing.ticket_context, tid, view)
+        work = await run_in_threadpool(self.work.view, tid, view) if name == "ticket.html" else None
         html = self.env.get_template(name).render(
             page=data, card=card, work=work, csrf=self.csrf, editing=editing
         )

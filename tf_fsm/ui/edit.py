@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -33,6 +33,10 @@ from tf_fsm.storage.backends import open_store
 from tf_fsm.tk.authoring import content_hash, description_of
 from tf_fsm.ui.markdown import to_html
 from tf_fsm.ui.work import Work, refusal
+
+if TYPE_CHECKING:
+    from tf_fsm.core.ticket import TicketView
+    from tf_fsm.storage.protocol import Store
 
 #: how long after the artifact's quiet time the board resumes (the file's mtime is coarse)
 RESUME_MARGIN = 0.3
@@ -96,25 +100,28 @@ class Editing:
             self._assignee = default_assignee(self.root)
         return {"csrf": self.board.csrf, "assignee": self._assignee}
 
-    def ticket_context(self, tid: str) -> dict[str, Any]:
-        """The ticket page's part: the hand-off it waits for, and whether the forms show."""
+    def ticket_context(self, tid: str, view: TicketView | None = None) -> dict[str, Any]:
+        """The ticket page's part: the hand-off it waits for, and whether the forms show
+        (`view`: the ticket's read model, when the page read it already)."""
         allowed = self.board.options.allow_actions
         store = open_store(self.root, self.board.options.settings, tid)
         return {
             "allowed": allowed,
             "csrf": self.board.csrf,
             "held": store.lock_holder(),
-            "handoff": self.waiting(tid),
+            "handoff": self.waiting(tid, store, view),
         }
 
-    def waiting(self, tid: str) -> dict[str, Any] | None:
+    def waiting(
+        self, tid: str, store: Store | None = None, view: TicketView | None = None
+    ) -> dict[str, Any] | None:
         """The hand-off the ticket waits for: the artifact's name, its prompt (sanitized as
         every artifact is), whether the artifact is there already. None: it waits for none."""
         from tf_fsm.views.status import ticket_view
 
         settings = self.board.options.settings
-        store = open_store(self.root, settings, tid)
-        view = ticket_view(self.root, settings, tid, store)
+        store = store or open_store(self.root, settings, tid)
+        view = view or ticket_view(self.root, settings, tid, store)
         if view.handoff is None:
             return None
         area = store.files.dir

@@ -229,7 +229,7 @@ def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
     from tf_fsm.errors import TicketError
     from tf_fsm.storage.backends import open_store
     from tf_fsm.tk.tickets import read
-    from tf_fsm.views.status import gate_report, readable_journal, ticket_status
+    from tf_fsm.views.status import gate_report, readable_journal, row, ticket_view
 
     store = open_store(root, settings, ticket_id)
     try:
@@ -241,11 +241,13 @@ def ticket_page(root: Path, settings: LoadedSettings, ticket_id: str) -> dict[st
         title, body = ticket_id, f"*No ticket file: {exc}*"
     events = readable_journal(store)
     log = newest_log(store)
+    view = ticket_view(root, settings, ticket_id, store)
     return {
         "id": ticket_id,
         "title": title,
         "body": to_html(body[:ARTIFACT_BYTES], store.redactor, top=3),
-        "row": ticket_status(root, settings, ticket_id, store),
+        "view": view,  # the read model, for the page's other parts (actions, hand-off)
+        "row": row(view, settings),
         "timeline": timeline(events),
         "gates": gate_feedback(events),
         "verdict": gate_report(root, settings, ticket_id) if events else None,

@@ -26,6 +26,7 @@ from tf_fsm.ui.live import Hub
 if TYPE_CHECKING:
     from jinja2 import Environment
 
+    from tf_fsm.core.ticket import TicketView
     from tf_fsm.settings.load import LoadedSettings
 
 #: the header an action must carry, with the value the server put in the page
@@ -81,18 +82,19 @@ class Work:
 
     # -- what the buttons say ------------------------------------------------------------------
 
-    def view(self, tid: str) -> dict[str, Any] | None:
-        """The action buttons' state for `tid`; None on a read-only board (no buttons)."""
+    def view(self, tid: str, view: TicketView | None = None) -> dict[str, Any] | None:
+        """The action buttons' state for `tid` (`view`: its read model, when the page read it
+        already); None on a read-only board (no buttons)."""
         if not self.board.options.allow_actions:
             return None
         held = self.board.board.held(tid)
         return {
             "held": held,
             "busy": self.board.actions.busy(tid),
-            "merge": self._merge_label(tid),
+            "merge": self._merge_label(tid, view),
         }
 
-    def _merge_label(self, tid: str) -> str | None:
+    def _merge_label(self, tid: str, view: TicketView | None) -> str | None:
         """The merge button's words when `tf-fsm merge` applies to the ticket, else None."""
         from tf_fsm.core.machine import AWAITING_MERGE, ERROR
         from tf_fsm.errors import TfFsmError
@@ -100,7 +102,7 @@ class Work:
 
         options = self.board.options
         try:
-            view = ticket_view(options.root, options.settings, tid)
+            view = view or ticket_view(options.root, options.settings, tid)
         except TfFsmError:  # unreadable state: the page says why elsewhere
             return None
         if view.state == AWAITING_MERGE:
