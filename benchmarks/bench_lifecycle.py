@@ -15,8 +15,9 @@
    process, in-process (`run_ticket`). Budget: tf_fsm's wall time <= 1.25 x spawning those
    processes alone. A breakdown line says where tf_fsm's extra time per lifecycle goes
    (measured in separate lifecycles, each wrapped function's own time, so the parts add up):
-   the agents' processes as tf_fsm runs them against the same spawned alone (of which the
-   `setpriv --pdeathsig KILL` exec, measured apart), prompt rendering, artifact writes (prompt
+   the agents' processes as tf_fsm runs them against the same spawned alone (of which their
+   start through the door and its launcher, measured apart, beside the `setpriv --pdeathsig
+   KILL` exec the door used before it had a launcher), prompt rendering, artifact writes (prompt
    and log copies, reports), views, the journal, redaction, fsyncs, and the rest. The same
    through the `tf-fsm run` CLI is printed too, not budgeted: its extra is interpreter
    start-up, which bench_startup.py budgets.
@@ -55,6 +56,7 @@ from tf_fsm.engine.orchestrator import RunOptions, run_ticket
 from tf_fsm.engine.prompts import PromptLibrary
 from tf_fsm.executors.base import Invocation, InvocationResult
 from tf_fsm.executors.command import CommandExecutor
+from tf_fsm.process.door import run_process
 from tf_fsm.settings.load import settings_from_dict
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.store import TicketStore
@@ -296,24 +298,39 @@ def _spawn_alone(command: list[str], root: Path, invocations: int) -> float:
     return time.perf_counter() - start
 
 
-def _setpriv_extra(command: list[str], root: Path, invocations: int) -> float | None:
-    """What `setpriv --pdeathsig KILL` (tf_fsm.process.door) adds to spawning the agents:
-    the same processes through setpriv, less them alone (None without setpriv)."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None or sys.platform != "linux":
-        return None
-    through = [setpriv, "--pdeathsig", "KILL", "--", *command]
-    pairs = [
-        (_spawn_alone(through, root, invocations), _spawn_alone(command, root, invocations))
-        for _ in range(7)
-    ]  # interleaved, so a slow moment of the machine weighs on both
-    return statistics.median(a - b for a, b in pairs)
+def _door(command: list[str], root: Path, invocations: int) -> float:
+    """The agents started as tf_fsm starts them (tf_fsm.process.door, through its launcher)."""
+    out = root / "door.md"
+    env = {**os.environ, "TF_PHASE": "review", "TF_ATTEMPT": "1", "TF_OUTPUT": str(out)}
+    start = time.perf_counter()
+    for _ in range(invocations):
+        assert run_process(command, cwd=root, env=env, stdin="prompt").exit_code == 0
+    return time.perf_counter() - start
+
+
+def _start_extra(command: list[str], root: Path, invocations: int) -> dict[str, float | None]:
+    """What starting the agents costs beyond spawning them alone, per lifecycle: through the
+    door and its launcher (`launcher`), and through `setpriv --pdeathsig KILL`, the way the
+    door tied them to tf_fsm before it had a launcher (`setpriv`; None without it). The
+    sides interleaved, so a slow moment of the machine weighs on all of them; medians."""
+    setpriv = shutil.which("setpriv") if sys.platform == "linux" else None
+    through = [setpriv, "--pdeathsig", "KILL", "--", *command] if setpriv else None
+    rounds = []
+    for _ in range(7):
+        alone = _spawn_alone(command, root, invocations)
+        door = _door(command, root, invocations)
+        old = None if through is None else _spawn_alone(through, root, invocations)
+        rounds.append((door - alone, None if old is None else old - alone))
+    return {
+        "launcher": statistics.median(r[0] for r in rounds),
+        "setpriv": None if through is None else statistics.median(r[1] or 0.0 for r in rounds),
+    }
 
 
 def with_processes(lifecycles: int) -> dict[str, Any]:
     """Per lifecycle: tf_fsm in-process with the command executor (`wall`), the same agent
     processes spawned alone (`alone`), `tf-fsm run` as a CLI (`cli`), those processes plus
-    one `python -c pass` (`cli_alone`); and the breakdown of the extra (`parts`, `setpriv`)."""
+    one `python -c pass` (`cli_alone`); and the breakdown of the extra (`parts`, `start`)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "agent.py").write_text(AGENT)
@@ -367,7 +384,7 @@ def with_processes(lifecycles: int) -> dict[str, Any]:
             "parts_wall": sum(walls) / broken_down,
             "parts_alone": sum(walls_alone) / broken_down,
             "invocations": invocations,
-            "setpriv": _setpriv_extra(command, root, invocations),
+            "start": _start_extra(command, root, invocations),
         }
 
 
@@ -377,8 +394,10 @@ def breakdown(found: dict[str, Any]) -> str:
     extra = found["parts_wall"] - alone
     agents = parts.pop("agent processes", 0.0)
     other = found["parts_wall"] - agents - sum(parts.values())
-    setpriv = found["setpriv"]
-    said = f"the setpriv exec {ms(setpriv)}" if setpriv is not None else "no setpriv"
+    start = found["start"]
+    said = f"of which starting them through the door {ms(start['launcher'])}, measured apart"
+    if start["setpriv"] is not None:
+        said += f"; through setpriv, the way before the launcher, {ms(start['setpriv'])}"
     shown = [f"agent processes run by tf_fsm vs alone {(agents - alone) * 1e3:+.2f} ms ({said})"]
     shown += [f"{label} {ms(v)}" for label, v in sorted(parts.items(), key=lambda kv: -kv[1])]
     shown.append(f"the rest (the phases' own code: state, parsing, events) {ms(other)}")

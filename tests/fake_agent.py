@@ -391,7 +391,7 @@ def invoke(started: float) -> int:
         if due:  # crash tf_fsm from inside the agent, leaving a half-written temp file behind
             half = output.parent / f".{output.name}.crash.tmp"
             half.write_text("# half written")
-            os.kill(os.getppid(), 9)
+            os.kill(int(os.environ["TF_FSM_OWNER"].split(".")[0]), 9)  # the tf-fsm that ran us
             os.kill(os.getpid(), 9)
 
     for rule in plan.get("edits", []):

@@ -16,6 +16,7 @@ from tf_fsm.errors import SettingsError
 from tf_fsm.executors.failures import backoff_delay, classify
 from tf_fsm.executors.presets import PRESETS
 from tf_fsm.executors.usage import AgentReport, Usage, parse_claude, parse_codex, parse_pi
+from tf_fsm.process import launcher
 from tf_fsm.settings.load import settings_from_dict
 
 # -- argv --------------------------------------------------------------------------------------
@@ -336,11 +337,13 @@ def test_doctor_ready(tmp_path: Path, write_settings: Callable[..., Path]) -> No
     assert f"implement worker                   {pi} -p --mode json" in result.stdout
     assert "ok: every setting maps" in result.stdout
     setpriv = shutil.which("setpriv")
-    assert (
-        f"note: agents die with tf_fsm (parent-death signal set by {setpriv})"
-        if setpriv
-        else "note: agents die with tf_fsm (parent-death signal set by a hook before exec"
-    ) in result.stdout
+    if launcher.available():
+        said = "note: agents die with tf_fsm (started and ended by its launcher process)"
+    elif setpriv:
+        said = f"note: agents die with tf_fsm (parent-death signal set by {setpriv})"
+    else:
+        said = "note: agents die with tf_fsm (parent-death signal set by a hook before exec"
+    assert said in result.stdout
 
 
 def test_doctor_names_what_it_cannot_map(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tf_fsm.process import launcher
 from tf_fsm.process.door import TAIL_REDACT_MARGIN, run_process, tail
 
 PY = sys.executable
@@ -164,7 +165,10 @@ def test_the_program_is_found_on_the_childs_path(tmp_path: Path) -> None:
         run_process(["only-here"], cwd=tmp_path)  # not on our own PATH
 
 
-def test_the_child_has_the_parent_death_signal(tmp_path: Path) -> None:
+def test_without_the_launcher_the_child_has_the_parent_death_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launcher, "available", lambda: False)
     code = (
         "import ctypes; v = ctypes.c_int(); "
         "ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)"  # PR_GET_PDEATHSIG
@@ -172,24 +176,28 @@ def test_the_child_has_the_parent_death_signal(tmp_path: Path) -> None:
     assert run_process([PY, "-c", code], cwd=tmp_path).stdout == f"{int(signal.SIGKILL)}\n"
 
 
-@pytest.mark.parametrize("how", ["setpriv", "preexec_fn"])
+@pytest.mark.parametrize("how", ["launcher", "setpriv", "preexec_fn"])
 def test_an_agent_dies_with_a_killed_tf_fsm(tmp_path: Path, how: str) -> None:
-    """SIGKILL the process that started an agent: the agent goes too. With util-linux's
-    setpriv on PATH it sets the signal; without it (PATH emptied) a preexec_fn does."""
+    """SIGKILL the process that started an agent: the agent goes too. The launcher ends it;
+    without a launcher, util-linux's setpriv on PATH sets the parent-death signal, and
+    without that either (PATH emptied) a preexec_fn does."""
     pid_file = tmp_path / "agent.pid"
     agent = (
         f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
     )
     parent = (
-        "import sys; from pathlib import Path; from tf_fsm.process import door; "
-        "print(door._setpriv() is not None, flush=True); "
+        "import sys; from pathlib import Path; from tf_fsm.process import door, launcher; "
+        f"launcher.available = lambda: {how == 'launcher'}; "
+        "print(door.parent_death(), flush=True); "
         f"door.run_process([sys.executable, '-c', {agent!r}], cwd=Path({str(tmp_path)!r}))"
     )
-    env = {**os.environ, "PATH": os.environ["PATH"] if how == "setpriv" else ""}
+    env = {**os.environ, "PATH": "" if how == "preexec_fn" else os.environ["PATH"]}
     proc = subprocess.Popen([PY, "-c", parent], env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    used_setpriv = proc.stdout.readline().strip() == "True"
-    assert used_setpriv == (how == "setpriv" and shutil.which("setpriv") is not None)
+    said = proc.stdout.readline()
+    if how == "setpriv" and shutil.which("setpriv") is None:
+        how = "preexec_fn"
+    assert {"launcher": "launcher", "setpriv": "setpriv", "preexec_fn": "a hook"}[how] in said
     deadline = time.monotonic() + 20
     while not (pid_file.exists() and pid_file.read_text()):
         assert time.monotonic() < deadline, "the agent never started"

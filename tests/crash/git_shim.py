@@ -2,10 +2,12 @@
 tf_fsm runs and, at one chosen command, SIGKILLs tf-fsm's process group (docs/crash-testing.md,
 "Crash points in git").
 
-tf_fsm runs git through its one door (tf_fsm/process/door.py): each git leads a process group
-of its own and dies with tf_fsm (the parent-death signal, kept across the shim's `exec`). The
-shim is a POSIX shell script (dash starts in about a millisecond; a Python shim would make
-every one of a lifecycle's ~90 git commands tens of milliseconds slower). What it does:
+tf_fsm runs git through its one door (tf_fsm/process/door.py): each git is started by
+tf_fsm's launcher, leads a process group of its own, and is ended with that group when
+tf_fsm dies (the shim `exec`s git in it). The `TF_FSM_OWNER` mark in its environment names
+the tf-fsm process that asked for it. The shim is a POSIX shell script (dash starts in about
+a millisecond; a Python shim would make each of a lifecycle's git commands tens of
+milliseconds slower). What it does:
 
 * always: adds one to `<dir>/count`, appends `<n>\\t<argv>` to `<dir>/calls` (and, with
   CRASH_GIT_JOURNAL set, the journal's size in bytes: where in the journal the command fell);
@@ -63,8 +65,8 @@ elif [ -n "$CRASH_GIT_MATCH" ] && [ ! -e "$d/killed" ]; then
     case "$*" in $CRASH_GIT_MATCH) hit=1 ;; esac
 fi
 [ -n "$hit" ] || exec "$CRASH_GIT_REAL" "$@"
-group() {  # the process group of tf-fsm, our parent (field 5 of its stat)
-    read -r line < /proc/$PPID/stat
+group() {  # the process group of the tf-fsm that ran us (its mark's pid; field 5 of its stat)
+    read -r line < "/proc/${TF_FSM_OWNER%%.*}/stat"
     set -- ${line##*) }
     echo "$3"
 }

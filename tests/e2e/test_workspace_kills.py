@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
+from tests.e2e.conftest import alive
 from tests.e2e.workspace_project import BASE_SETTINGS, Project, changes, kill_when, worktree_of
 from tests.gitrepo import commit_all, git, isolate
 
@@ -362,10 +363,12 @@ def test_sigkill_at_a_random_instant_of_a_workspace_operation_loses_and_repeats_
 #: the person's signing program (gpg.program, with commit.gpgSign): git runs it as it makes a
 #: commit object, so while a rebase commits a pick it has applied and staged (tf_fsm's git
 #: runs no hook, and its configuration is the person's). The first time in a rebase it says
-#: so (`held`) and waits until its git is gone or a zombie (a killed run's git is reaped by
-#: nobody here), then says so (`held.gone`); else it signs as gpg would, in form
+#: so (`held`, and its git's pid in `held.git`) and waits until its git is gone or a zombie
+#: (or until it is ended with its git's process group, as tf_fsm's launcher ends what a killed
+#: run started), then says so (`held.gone`); else it signs as gpg would, in form
 HOLD_REBASE_PICK = """#!/bin/sh
 if [ -d "$(git rev-parse --git-dir)/rebase-merge" ] && [ ! -e "{held}" ]; then
+    echo "$PPID" > "{held}.git"
     echo "$(pwd)" > "{held}"
     while :; do
         case "$(cut -d' ' -f3 /proc/$PPID/stat 2>/dev/null)" in ""|Z|X) break;; esac
@@ -409,10 +412,8 @@ def test_a_kill_between_the_rebases_pick_and_its_commit_is_undone_by_the_rerun(
     wrong = kill_when(proj, proc, held.exists, 0.0, "run")
     person.join(timeout=10)
     assert wrong == "" and person.commit, (wrong, person.error)
-    deadline = time.monotonic() + 10
-    while not (proj.sync / "held.gone").exists():  # the hook saw its git go
-        assert time.monotonic() < deadline, "the hook still waits for its git"
-        time.sleep(0.02)
+    its_git = int((proj.sync / "held.git").read_text(encoding="utf-8"))
+    wait_for(lambda: not alive(its_git), 10, "the end of the killed run's git")
     tree = worktree_of(proj, "pt-1")
     assert held.read_text(encoding="utf-8") == f"{tree}\n"
     assert git(tree, "status", "--porcelain") == "A  src/pt-1.py"  # staged, not committed

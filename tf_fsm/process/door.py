@@ -20,16 +20,20 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from io import IOBase
+from io import FileIO, IOBase
 from pathlib import Path
 from typing import IO, Any
 
+from tf_fsm.process.launcher import LaunchedChild, Launcher, launcher
 from tf_fsm.process.output import (
     TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN,  # re-exported for callers
 )
 from tf_fsm.process.output import Capture, OnOutput
 from tf_fsm.process.output import tail as tail
 from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark
+
+#: a child as the door holds it: started by the launcher, or by the door itself
+Child = subprocess.Popen[bytes] | LaunchedChild
 
 KILL_GRACE_SECONDS = 2.0
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks
@@ -112,6 +116,8 @@ def _with_parent_death(
 
 def parent_death() -> str:
     """How the processes tf_fsm starts are tied to its life, in words (`tf-fsm doctor`)."""
+    if launcher() is not None:
+        return "agents die with tf_fsm (started and ended by its launcher process)"
     if sys.platform != "linux":
         return "agents are ended by their process group at a timeout or Ctrl-C (not Linux)"
     if (found := _setpriv()) is not None:
@@ -161,20 +167,31 @@ class _Leader:
     it is a zombie its process group id cannot be reused, so the group's leftovers (`cmd &`)
     are killed without any risk of reaching someone else's processes."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], mark: str) -> None:
+    def __init__(self, proc: Child, mark: str) -> None:
         self.proc, self.mark = proc, mark
         self.fd: int | None = None
-        with contextlib.suppress(AttributeError, OSError):
-            self.fd = os.pidfd_open(proc.pid)
+        if isinstance(proc, LaunchedChild):
+            self.fd = proc.exit_fd
+        else:
+            with contextlib.suppress(AttributeError, OSError):
+                self.fd = os.pidfd_open(proc.pid)
         self.exited_at: float | None = None
         self.swept = False
 
+    def signal_group(self, sig: int) -> None:
+        if isinstance(self.proc, LaunchedChild):
+            self.proc.signal_group(sig)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
     def on_exit(self) -> None:
-        """The child has exited: kill what is left of its process group."""
+        """The child has exited: kill what is left of its process group (the launcher does
+        that itself for the children it started, before it reaps them)."""
         if self.exited_at is None:
             self.exited_at = time.monotonic()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+            if not isinstance(self.proc, LaunchedChild):
+                self.signal_group(signal.SIGKILL)
 
     def wait_exit(self, timeout: float | None) -> bool:
         """Whether the child exited within `timeout` (reaped only where there is no pidfd)."""
@@ -204,24 +221,24 @@ class _Leader:
         return self.exited_at + LINGER_SECONDS * (2 if self.swept else 1)
 
     def close(self) -> None:
-        if self.fd is not None:
+        if isinstance(self.proc, LaunchedChild):
+            self.proc.close()
+        elif self.fd is not None:
             os.close(self.fd)
-            self.fd = None
+        self.fd = None
         finished(self.mark)
 
 
 def _kill_group(leader: _Leader) -> None:
     """SIGTERM to the child's group; SIGKILL to it once the child exits, or after the grace."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(leader.proc.pid, signal.SIGTERM)
+    leader.signal_group(signal.SIGTERM)
     if not leader.wait_exit(KILL_GRACE_SECONDS):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader.proc.pid, signal.SIGKILL)
+        leader.signal_group(signal.SIGKILL)
         leader.wait_exit(None)
 
 
 def _pump(
-    proc: subprocess.Popen[bytes],
+    proc: Child,
     data: bytes,
     streams: dict[int, Capture],
     deadline: float | None,
@@ -243,8 +260,12 @@ def _pump(
                 sel.register(stream, selectors.EVENT_READ, streams[stream.fileno()])
         if leader.fd is not None and leader.exited_at is None:
             sel.register(leader.fd, selectors.EVENT_READ, leader)
+        if isinstance(proc, LaunchedChild) and proc.returncode is None:
+            sel.register(proc.line, selectors.EVENT_READ, proc)  # the launcher's word
         view, offset = memoryview(data), 0
-        while any(key.data is not leader for key in sel.get_map().values()):
+        while any(
+            key.data is not leader and key.data is not proc for key in sel.get_map().values()
+        ):
             wait = _wait(proc, deadline, leader)
             if wait is None and leader.exited_at is not None:
                 _let_go(sel, leader)
@@ -255,6 +276,9 @@ def _pump(
                 if key.data is leader:
                     sel.unregister(key.fileobj)
                     leader.on_exit()
+                elif key.data is proc:
+                    sel.unregister(key.fileobj)
+                    proc.hear()
                 elif key.data is None:  # stdin
                     try:
                         offset += os.write(key.fd, view[offset : offset + _PIPE_BUF])
@@ -270,7 +294,7 @@ def _pump(
                     _close(key.fileobj)
 
 
-def _wait(proc: subprocess.Popen[bytes], deadline: float | None, leader: _Leader) -> float | None:
+def _wait(proc: Child, deadline: float | None, leader: _Leader) -> float | None:
     """How long the next select may wait; TimeoutExpired at the deadline. None with the child
     gone means the output has lingered for good."""
     now = time.monotonic()
@@ -301,6 +325,61 @@ def _close(stream: object) -> None:
             stream.close()
 
 
+def _start(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None, mark: str, *, feed: bool
+) -> Child:
+    """Start `argv` with `mark` in its environment, its output on pipes, its stdin a pipe
+    when `feed`: through the launcher where there is one, else by the door itself."""
+    full_env = {**(os.environ if env is None else env), OWNER_ENV: mark}
+    boot = launcher() if argv else None
+    if boot is None:
+        command, preexec = _with_parent_death(argv, cwd, env)
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.PIPE if feed else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    program = find_program(argv[0], cwd, env)
+    try:
+        return _launched(boot, program, argv, cwd, full_env, feed)
+    except ConnectionError:  # the launcher died (killed from outside): a new one, once
+        end_marked(mark)  # what it may have started for us
+        return _launched(launcher(dead=boot) or boot, program, argv, cwd, full_env, feed)
+
+
+def _launched(
+    boot: Launcher,
+    program: str,
+    argv: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    feed: bool,
+) -> LaunchedChild:
+    """`argv` started by the launcher, with pipes to it as `Popen` makes them."""
+    stdin_r, stdin_w = os.pipe() if feed else (os.open(os.devnull, os.O_RDONLY), -1)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    ours = [fd for fd in (stdin_w, out_r, err_r) if fd >= 0]
+    try:
+        child = boot.spawn(program, argv, cwd=cwd, env=env, stdio=(stdin_r, out_w, err_w))
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+    child.stdin = FileIO(stdin_w, "wb") if stdin_w >= 0 else None
+    child.stdout, child.stderr = FileIO(out_r, "rb"), FileIO(err_r, "rb")
+    child.mark = env[OWNER_ENV]
+    return child
+
+
 def run_process(
     argv: Sequence[str],
     *,
@@ -326,18 +405,8 @@ def run_process(
     with it: its process group at once, and processes that left the group (tf_fsm.process.strays)
     when they hold its output open, else at the end of the run."""
     started = time.monotonic()
-    command, preexec = _with_parent_death(argv, cwd, env)
     mark = new_mark()
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env={**(os.environ if env is None else env), OWNER_ENV: mark},
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        preexec_fn=preexec,
-    )
+    proc = _start(argv, cwd, env, mark, feed=stdin is not None)
     data = stdin.encode() if stdin is not None else b""
     out, err = Capture(keep, "stdout", on_output), Capture(keep, "stderr", on_output)
     streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
