@@ -12,6 +12,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SUITE = [
     "bench_lifecycle.py",
+    "bench_agent_start.py",
     "bench_startup.py",
     "bench_selection.py",
     "bench_watch.py",

@@ -27,17 +27,18 @@ The protocol, one message each (tf_fsm.process.launcher is the other side):
   every child reaped, and the launcher exits.
 """
 
+# The smallest modules only (no `signal`, `array` or `contextlib`: their imports of enum and
+# collections cost more than the rest of the launcher's start)
+import _signal  # type: ignore[import-not-found]  # typeshed has no stub for it
 import _socket
-import array
-import contextlib
+import _struct
 import os
 import select
-import signal
 import sys
 
 _FDS = 5
-_INT = array.array("i").itemsize
-_RESET = (signal.SIGPIPE, signal.SIGXFSZ)  # what Python ignores and a child must not
+_INT = _struct.calcsize("i")
+_RESET = (_signal.SIGPIPE, _signal.SIGXFSZ)  # what Python ignores and a child must not
 
 
 class Child:
@@ -46,25 +47,30 @@ class Child:
         self.pidfd = os.pidfd_open(pid)
 
     def signal_group(self, sig: int) -> None:
-        with contextlib.suppress(OSError):  # the group is gone already
+        try:  # noqa: SIM105 - contextlib's import would cost the launcher's start
             os.killpg(self.pid, sig)
+        except OSError:  # the group is gone already
+            pass
 
     def reap(self) -> None:
         """Kill what the child left in its group, reap it, and tell tf_fsm its exit code."""
-        self.signal_group(signal.SIGKILL)
+        self.signal_group(_signal.SIGKILL)
         _pid, status = os.waitpid(self.pid, 0)
         os.close(self.pidfd)
-        with contextlib.suppress(OSError):  # tf_fsm stopped listening for this child
+        try:  # noqa: SIM105 - as above
             self.reply.send(b"X%d" % os.waitstatus_to_exitcode(status))
+        except OSError:  # tf_fsm stopped listening for this child
+            pass
         self.reply.close()
 
 
 def received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
-    fds = array.array("i")
+    fds: list[int] = []
     for level, kind, data in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % _INT])
-    return list(fds)
+            count = len(data) // _INT
+            fds += _struct.unpack(f"{count}i", data[: count * _INT])
+    return fds
 
 
 def read_whole(fd: int) -> bytes:
@@ -100,10 +106,11 @@ def start(message: bytes, fds: list[int]) -> "Child | None":
         for fd in fds[1:]:
             os.close(fd)
     child = Child(pid, reply)
-    rights = array.array("i", [child.pidfd]).tobytes()
-    # tf_fsm may be gone already: the end of its line is then next, and ends the child
-    with contextlib.suppress(OSError):
+    rights = _struct.pack("i", child.pidfd)
+    try:  # noqa: SIM105 - as above
         reply.sendmsg([b"P%d" % pid], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
+    except OSError:  # tf_fsm is gone already: the end of its line is next, and ends the child
+        pass
     return child
 
 
@@ -141,6 +148,6 @@ def serve(control: "_socket.socket") -> None:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # tf_fsm decides when its children end
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # tf_fsm decides when its children end
     os.set_inheritable(int(sys.argv[1]), False)  # no child of ours holds tf_fsm's line
     serve(_socket.socket(fileno=int(sys.argv[1])))
