@@ -16,10 +16,8 @@ from tests.gitrepo import git, init_repo, isolate, status
 from tf_fsm.settings.load import LoadedSettings, settings_from_dict
 from tf_fsm.workspace import checkpoint, merge, recovery, worktree
 
-#: one ticket's life today, which no change may raise; the budget is 12
-#: (benchmarks/bench_workspace.py prints it): the removal's scan for uncommitted work still
-#: runs before every removal (see benchmarks/README.md, "The removal")
-BUDGET = 14
+#: the budget (benchmarks/bench_workspace.py prints it too)
+BUDGET = 12
 
 
 def life(root: Path, settings: LoadedSettings, ticket: str) -> None:

@@ -119,6 +119,8 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     built in a temporary index: the branch, the index and the files stay as they are."""
     git = ws.git
     own, _common = _clear_locks(ws)
+    if not _uncommitted(ws):
+        return None
     index = own / _ASIDE_INDEX
     try:
         # Start from the worktree's own index: its stat data spares hashing every file again.
@@ -147,6 +149,24 @@ def keep_uncommitted(ws: Workspace, name: str) -> str | None:
     env = {**git.commit_env(), "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
     sha = git.run("commit-tree", tree, "-p", "HEAD", "-F", "-", stdin=text, env=env).stdout
     return save_ref(ws, name, sha.strip())
+
+
+def _uncommitted(ws: Workspace) -> bool:
+    """Could the worktree hold a change outside the bookkeeping and copied paths? One
+    read-only look (no index refresh written): untracked files that are not ignored, and
+    tracked files changed in the tree or the index. A yes may still come to nothing kept
+    (a change staged and then undone in the tree); a no is sure."""
+    listed = ws.git.run(
+        "status",
+        "--porcelain",
+        "-z",
+        "--untracked-files=all",
+        "--ignore-submodules=none",
+        "--",
+        *pathspec_excluding(excluded(ws)),
+        env={"GIT_OPTIONAL_LOCKS": "0"},
+    )
+    return listed.stdout != ""
 
 
 def reset_tree(ws: Workspace, target: str, *, bookkeeping: bool = False) -> None:

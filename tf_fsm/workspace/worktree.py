@@ -37,8 +37,10 @@ from tf_fsm.workspace.git import (
 )
 from tf_fsm.workspace.leftover import clear_leftover, foreign, gitfile_target, only_mirror
 from tf_fsm.workspace.locks import git_processes_in, registered_tree, worktree_registry
+from tf_fsm.workspace.loose_objects import loose_commit
 from tf_fsm.workspace.merge import merge_of
 from tf_fsm.workspace.model import (
+    MERGED_TIP_TRAILER,
     Workspace,
     branch_name,
     ticket_dir_in,
@@ -343,9 +345,18 @@ def _check_deletable(ws: Workspace, git: Git, own: Path, *, merged: bool, force:
 
 def _merged(git: Git, tip: str, base: str) -> bool:
     """Does the base branch hold the branch's work: its tip, or a merge of it (a squash merge
-    names the tip it merged in its trailer)? The merge queue's answer (merge_of)."""
+    names the tip it merged in its trailer)? The merge queue's answer (merge_of). The commit
+    the queue has just made is read from its loose object first: a child of the tip, or one
+    whose trailer names it, answers without a git process."""
     base_tip = git.rev(f"refs/heads/{base}")
-    return base_tip is not None and (base_tip == tip or merge_of(git, tip, base_tip) is not None)
+    if base_tip is None:
+        return False
+    made = loose_commit(git.common_dir(), base_tip) if base_tip != tip else None
+    if made is not None and (
+        tip in made.parents or f"{MERGED_TIP_TRAILER}: {tip}" in made.message.splitlines()
+    ):
+        return True
+    return base_tip == tip or merge_of(git, tip, base_tip) is not None
 
 
 def _git_at_work(root: Path, tree: Path) -> list[int]:
