@@ -16,8 +16,9 @@ from tests.gitrepo import git, init_repo, isolate, status
 from tf_fsm.settings.load import LoadedSettings, settings_from_dict
 from tf_fsm.workspace import checkpoint, merge, recovery, worktree
 
-#: the budget (benchmarks/bench_workspace.py prints it too)
-BUDGET = 12
+#: one ticket's life today, which no change may raise (the budget, which
+#: benchmarks/bench_workspace.py prints, is 12)
+BUDGET = 11
 
 
 def life(root: Path, settings: LoadedSettings, ticket: str) -> None:
@@ -52,7 +53,7 @@ def logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("copies", [False, True], ids=["no agent files", "agent files copied"])
-def test_a_tickets_workspace_life_runs_at_most_twelve_git_processes(
+def test_a_tickets_workspace_life_runs_at_most_eleven_git_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logged: Path, copies: bool
 ) -> None:
     isolate(monkeypatch)

@@ -118,3 +118,39 @@ def test_ensure_killed_at_any_moment_is_completed_by_the_next_ensure(
         remove(ws, delete_branch=True)
         assert branches(root, "tf/*") == []
     assert cut_off >= 2
+
+
+#: tf_fsm's removal of the ticket's worktree and branch, in a process of its own
+REMOVE = (
+    "import sys; from pathlib import Path; from tf_fsm.settings.load import settings_from_dict;"
+    " from tf_fsm.workspace.worktree import find, remove;"
+    " remove(find(Path(sys.argv[1]), settings_from_dict({}), 'pt-1'), delete_branch=True)"
+)
+
+
+def test_a_removal_killed_at_any_moment_keeps_nothing_and_is_finished_by_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tree is never left half deleted where git still knows it: a rerun finds it whole
+    (and clean) or gone, so no deletion of git's is ever kept as a person's."""
+    root = many_files(tmp_path, monkeypatch)
+    monkeypatch.setenv("PYTHONPATH", str(Path.cwd()))
+    argv = [sys.executable, "-c", REMOVE, str(root)]
+    ensure(root, settings(), "pt-1", "main")
+    took = timed(argv, root)
+    aside = tree_of(root).with_name(".removing-pt-1")
+    for seed in range(8):
+        ws, _ = ensure(root, settings(), "pt-1", "main")
+        rng = random.Random(seed)  # noqa: S311 - test timing, not crypto
+        if seed % 2:  # in the deletion, once the tree is out of git's sight
+            killed_after(argv, root, rng.uniform(0.0, 0.02), seen=aside)
+        else:  # anywhere
+            killed_after(argv, root, rng.uniform(0.0, took))
+        assert not (seed % 2 and tree_of(root).exists())  # renamed: gone from its place
+        if tree_of(root).exists():  # whole where it was: no tracked file of it is missing
+            assert git(tree_of(root), "ls-files", "--deleted") == ""
+        remove(ws, delete_branch=True)
+        assert not tree_of(root).exists() and not aside.exists()
+        assert registered(root) == [str(root)]
+        assert branches(root, "tf/*") == []
+        assert git(root, "for-each-ref", "refs/tf/") == ""  # nothing kept as uncommitted

@@ -86,7 +86,7 @@ def _with_workspace(root: Path, settings: LoadedSettings) -> set[str]:
     a git working tree)."""
     folder = worktrees_dir(root, settings)
     try:
-        ids = {p.name for p in folder.iterdir() if p.is_dir()}
+        ids = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")}
     except OSError:
         ids = set()  # no worktrees at all
     top = repository_root(root)

@@ -85,7 +85,11 @@ def _entries(
     ids = {name.removeprefix(prefix) for name in heads if name.startswith(prefix)}
     folder = worktrees_dir(root, settings)
     if folder.is_dir():
-        ids |= {p.name for p in folder.iterdir() if p.is_dir() and not p.is_symlink()}
+        ids |= {
+            p.name
+            for p in folder.iterdir()
+            if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")  # a removal's
+        }
     ids |= {Path(p).name for p in registered if Path(p).parent == Path(os.path.realpath(folder))}
     entries = []
     for ticket_id in sorted(i for i in ids if i):

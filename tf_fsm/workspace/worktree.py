@@ -285,6 +285,9 @@ def _clear(
     strays = [e for e in entries if e.tree is None and e.locked is not None and _named(e, tree)]
     notes = []
     cut_off = [e for e in ours if e.half_made or removing]
+    if os.path.lexists(trash_of(tree)):
+        remove_entry(trash_of(tree))
+        notes.append(f"removed {trash_of(tree)}, a worktree half removed")
     if cut_off:
         remove_entry(tree)
         notes.append(f"removed {tree}, a worktree half made or half removed")
@@ -327,9 +330,28 @@ def _remove_tree(ws: Workspace, common: Path) -> list[str]:
             continue  # led out of the worktree by a link: git's removal of the tree decides
         remove_entry(ws.tree / copy)
     kept = keep_uncommitted(ws, "removed-uncommitted")
-    ws.root_git.run("worktree", "remove", "--force", str(ws.tree))
+    _discard(ws.tree, entry.admin)
     notes = [f"kept the uncommitted changes of {ws.tree} under {kept}"] if kept else []
     return [*notes, f"removed the worktree {ws.tree}"]
+
+
+def _discard(tree: Path, admin: Path) -> None:
+    """Remove a worktree whose changes are kept: out of git's sight first, in one rename, then
+    git's record of it, then its files. A `git worktree remove` killed half way left tracked
+    files deleted in a tree git still knew, which a rerun could not tell from a person's
+    deletions; killed anywhere here, the tree is either whole where it was (scanned again) or
+    gone from it (its record and its files, under `trash_of`, are cleared by the rerun)."""
+    trash = trash_of(tree)
+    remove_entry(trash)  # what a removal killed before left
+    tree.rename(trash)
+    shutil.rmtree(admin)
+    remove_entry(trash)
+
+
+def trash_of(tree: Path) -> Path:
+    """Where a worktree being removed is moved first: beside it, under a name no ticket id can
+    have (one starts with a letter, digit or `_`), which listings of the worktrees skip."""
+    return tree.with_name(f".removing-{tree.name}")
 
 
 def _check_deletable(ws: Workspace, git: Git, own: Path, *, merged: bool, force: bool) -> None:
