@@ -327,7 +327,7 @@ def _remove_tree(ws: Workspace, common: Path) -> list[str]:
         try:
             check_within(ws.tree / copy, ws.tree)
         except WorkspaceError:
-            continue  # led out of the worktree by a link: git's removal of the tree decides
+            continue  # led out of the worktree by a link: the removal unlinks it, never follows it
         remove_entry(ws.tree / copy)
     kept = keep_uncommitted(ws, "removed-uncommitted")
     _discard(ws.tree, entry.admin)
