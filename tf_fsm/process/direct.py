@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tf_fsm.process.launcher import launcher
+from tf_fsm.process import launcher
 
 _PR_SET_PDEATHSIG = 1
 
@@ -97,7 +97,7 @@ def with_parent_death(
 
 def parent_death() -> str:
     """How the processes tf_fsm starts are tied to its life, in words (`tf-fsm doctor`)."""
-    if launcher() is not None:
+    if launcher.available():  # asked, not started: the door starts it at its first child
         return "agents die with tf_fsm (started and ended by its launcher process)"
     if sys.platform != "linux":
         return "agents are ended by their process group at a timeout or Ctrl-C (not Linux)"
