@@ -99,7 +99,7 @@ def make(
 
 
 def test_the_list_shows_each_kind_of_workspace(make: Backlog, tmp_path: Path) -> None:
-    make()
+    project = make()
     env, log = git_log_shim(tmp_path)
     rows = listing(env)
     assert sorted(rows) == ["pt-1", "pt-2", "pt-3", "pt-9", "stray"]
@@ -120,6 +120,12 @@ def test_the_list_shows_each_kind_of_workspace(make: Backlog, tmp_path: Path) ->
     table = run_cli("workspaces").stdout
     for cells in ("pt-1 ", "tf/pt-2", "yes (1)", "exhausted", "not a worktree", "KiB"):
         assert cells in table
+    # pt-3's worktree went into the pool when its retries ran out: listed apart, not a ticket's
+    pooled = run_cli("workspaces", "pool", "--json")
+    [slot] = json.loads(pooled.stdout)
+    assert slot["path"] == str(tree(project, ".pool-1")) and slot["size"] > 0
+    assert slot["head"] == git(Path(slot["path"]), "rev-parse", "HEAD")
+    assert table.rstrip().splitlines()[-1].startswith("pool: 1 of 1 worktrees waiting")
 
 
 def test_a_dry_run_changes_nothing_and_prune_then_does_what_it_said(make: Backlog) -> None:
@@ -158,6 +164,15 @@ def test_a_dry_run_changes_nothing_and_prune_then_does_what_it_said(make: Backlo
     assert "1 commit not in main" in results["pt-3"]["reason"]
     assert branches(backlog, "tf/*") == ["tf/pt-2", "tf/pt-3"]
     assert git(backlog, "rev-parse", "tf/pt-3") == tip3
+    # pt-3's worktree went into the pool when its retries ran out; a plain prune leaves it
+    pooled = tree(backlog, ".pool-1")
+    assert sorted(registered(backlog)) == sorted(map(str, [backlog, tree(backlog, "pt-2"), pooled]))
+    planned = run_cli("workspaces", "prune", "--pool", "--dry-run").stdout.splitlines()
+    said = f"would remove the pooled worktree {pooled} (dry run)"
+    assert f"pool: would be removed (dry run): the pool; {said}" in planned
+    assert pooled.is_dir()
+    emptied = prune("--pool")[None]  # type: ignore[index]
+    assert emptied["done"] == [f"removed the pooled worktree {pooled}"]
     assert registered(backlog) == [str(backlog), str(tree(backlog, "pt-2"))]
     assert sorted(p.name for p in (backlog / ".tf/ralph/worktrees").iterdir()) == ["pt-2"]
     assert (tree(backlog, "pt-2") / "notes.txt").read_text() == "a person's notes\n"

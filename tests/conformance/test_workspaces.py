@@ -329,7 +329,10 @@ def test_after_the_outcome_a_passed_ticket_leaves_nothing_behind(ws: Setup) -> N
     ws.tree.after_outcome(ws.run, "closed")
     if ws.kind.merges:  # on the base branch; no worktree, branch or kept ref; nothing to commit
         assert git(ws.root, "show", "refs/heads/main:src/feature.py") + "\n" == FEATURE
-        assert worktrees(ws.root) == [Path(os.path.realpath(ws.root))]
+        # its worktree waits in the pool for the next ticket, detached: no branch held there
+        pooled = ws.tree.path.with_name(".pool-1")
+        assert worktrees(ws.root) == [Path(os.path.realpath(p)) for p in (ws.root, pooled)]
+        assert git(pooled, "rev-parse", "--abbrev-ref", "HEAD") == "HEAD"
         assert not ws.tree.path.exists()
         refs = git(ws.root, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/tf")
         assert refs.splitlines() == ["refs/heads/main"]

@@ -1,5 +1,6 @@
-"""`tf-fsm workspaces [--json]` and `tf-fsm workspaces prune [ID...] [--force] [--dry-run]`:
-the tickets' git branches and worktrees, and their removal (docs/workspaces.md)."""
+"""`tf-fsm workspaces [--json]`, `tf-fsm workspaces pool [--json]` and `tf-fsm workspaces
+prune [ID...] [--force] [--dry-run] [--pool]`: the tickets' git branches and worktrees, the
+pool of finished tickets' worktrees, and their removal (docs/workspaces.md)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from tf_fsm.views.terminal import terminal_safe
 EPILOG = """\
 without an action: one row per ticket workspace (a branch tf/<id>, a directory under
 .tf/ralph/worktrees, or both): its base branch, commits ahead/behind it, uncommitted changes,
-the ticket's state and the worktree's size on disk. prune removes the workspaces of closed
-tickets and of abandoned ones (retries exhausted, never run, ticket file gone), or only the
-named ones; a branch with commits its base lacks and uncommitted changes are kept unless
---force, which keeps them under refs/tf/<id>/ (docs/workspaces.md)
+the ticket's state and the worktree's size on disk; then a line on the pool (finished
+tickets' worktrees waiting for the next tickets), which `pool` lists. prune removes the
+workspaces of closed tickets and of abandoned ones (retries exhausted, never run, ticket file
+gone), or only the named ones; a branch with commits its base lacks and uncommitted changes
+are kept unless --force, which keeps them under refs/tf/<id>/; --pool also removes the
+pooled worktrees (docs/workspaces.md)
 
 exit codes:
   0   listed (none, or not a git repository, is not an error); prune: done, each
@@ -33,7 +36,12 @@ exit codes:
 def add_workspaces_parser(p: argparse.ArgumentParser) -> None:
     """`workspaces`' arguments (the parser registers the command with them)."""
     p.epilog = EPILOG
-    p.add_argument("action", nargs="?", choices=["prune"], help="remove workspaces (see below)")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["prune", "pool"],
+        help="prune: remove workspaces; pool: list the pooled worktrees (see below)",
+    )
     p.add_argument("tickets", nargs="*", metavar="ID", help="prune: only these tickets' workspaces")
     p.add_argument(
         "--force",
@@ -42,6 +50,7 @@ def add_workspaces_parser(p: argparse.ArgumentParser) -> None:
         "and named tickets whose work may go on",
     )
     p.add_argument("--dry-run", action="store_true", help="prune: say what it would do, do nothing")
+    p.add_argument("--pool", action="store_true", help="prune: also the pooled worktrees")
     p.add_argument("--json", action="store_true", help="the list (or prune's results) as JSON")
     p.set_defaults(func=cmd_workspaces)
 
@@ -50,18 +59,26 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
     from tf_fsm.settings.load import load_settings
 
     root = project_root(args)
-    if args.action is None and (args.tickets or args.force or args.dry_run):
-        raise UsageError("ID, --force and --dry-run go with `tf-fsm workspaces prune`")
+    if args.action != "prune" and (args.tickets or args.force or args.dry_run or args.pool):
+        raise UsageError("ID, --force, --dry-run and --pool go with `tf-fsm workspaces prune`")
     names = ticket_ids(args.tickets)
     settings = load_settings(root)
     if args.action == "prune":
         return _prune(root, settings, names, args)
+    from tf_fsm.views.workspace_pool import pool_line, pool_rows
     from tf_fsm.views.workspaces import workspace_rows
 
+    if args.action == "pool":
+        pooled = pool_rows(root, settings)
+        if not _said(root, pooled, args.json, "no worktree pool", "no worktree in the pool"):
+            _print_pool(pooled or [])
+        return EXIT_OK
     rows = workspace_rows(root, settings)
     none = "no ticket workspaces (no tf/<id> branch, no directory under the worktrees dir)"
     if not _said(root, rows, args.json, "no ticket has a workspace", none):
         _print_table(rows or [])
+    if not args.json and (line := pool_line(root, settings)) is not None:
+        print(line)
     return EXIT_OK
 
 
@@ -87,12 +104,26 @@ def _prune(root: Path, settings: Any, names: list[str], args: argparse.Namespace
     from tf_fsm.views.workspace_prune import OUTCOMES, prune
 
     results = prune(root, settings, names, force=args.force, dry_run=args.dry_run)
+    if args.pool and results is not None:
+        from tf_fsm.views.workspace_pool import empty_pool
+
+        if done := empty_pool(root, settings, dry_run=args.dry_run):
+            results.append(
+                {
+                    "ticket": None,
+                    "outcome": "removed",
+                    "reason": "the pool",
+                    "done": done,
+                    "dryRun": args.dry_run,
+                }
+            )
     said = _said(root, results, args.json, "no workspace to prune", "no ticket workspaces to prune")
     for result in [] if said else results or []:
         outcome = OUTCOMES[result["outcome"]]
         if args.dry_run and result["done"]:
             outcome = f"would be {outcome} (dry run)"
-        line = "; ".join([f"{result['ticket']}: {outcome}: {result['reason']}", *result["done"]])
+        who = result["ticket"] or "pool"
+        line = "; ".join([f"{who}: {outcome}: {result['reason']}", *result["done"]])
         print(terminal_safe(line))
     return EXIT_BAD_INPUT if any(r["outcome"] == "failed" for r in results or []) else EXIT_OK
 
@@ -123,3 +154,11 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
         ]
         table.add_row(*(Text(terminal_safe(c)) for c in cells))
     console().print(table)
+
+
+def _print_pool(rows: list[dict[str, Any]]) -> None:
+    from tf_fsm.views.workspaces import human_size
+
+    for row in rows:
+        head = (row["head"] or "-")[:12]
+        print(terminal_safe(f"{row['path']}  at {head}  {human_size(row['size'])}"))

@@ -33,6 +33,7 @@ from tf_fsm.workspace.model import (
     ticket_dir_in,
     worktree_path,
 )
+from tf_fsm.workspace.pool import pool_of
 from tf_fsm.workspace.rebased import rebased_commits
 
 if TYPE_CHECKING:
@@ -241,11 +242,13 @@ class TicketWorktree:
         them for that alone, `left_tree`); a ticket out of retries keeps its branch but not
         its worktree, so worktrees never pile up; any other (blocked, in error, waiting for
         `tf-fsm merge`) keeps both. A branch holding commits its base lacks is never deleted
-        (tf_fsm.workspace.worktree.remove refuses, naming it)."""
+        (tf_fsm.workspace.worktree.remove refuses, naming it). A worktree that goes waits in
+        the pool for the next ticket while the pool has room (tf_fsm.workspace.pool)."""
         merged = status in ("closed", "already_closed")
         if not (merged or status == "exhausted") or (self.keep and merged):
             return
-        notes = worktree.remove(self.ws, delete_branch=merged)
+        pool = pool_of(self.ws.root, run.settings)
+        notes = worktree.remove(self.ws, delete_branch=merged, pool=pool)
         run.event(wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged)
         for note in notes:
             run.observer.note(run.ticket_id, note)

@@ -24,7 +24,7 @@ from tf_fsm.storage.protocol import Store
 from tf_fsm.tk import tickets
 from tf_fsm.views.status import ticket_view
 from tf_fsm.workspace.git import Git, repository_root
-from tf_fsm.workspace.model import worktrees_dir
+from tf_fsm.workspace.model import a_tickets, worktrees_dir
 
 #: the steps that finish what a ticket began, never a new attempt: a plan's trigger names them
 FINISHING = frozenset({"resume", "close_tk", "remove_workspace"})
@@ -86,7 +86,7 @@ def _with_workspace(root: Path, settings: LoadedSettings) -> set[str]:
     a git working tree)."""
     folder = worktrees_dir(root, settings)
     try:
-        ids = {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        ids = {p.name for p in folder.iterdir() if p.is_dir() and a_tickets(p.name)}
     except OSError:
         ids = set()  # no worktrees at all
     top = repository_root(root)

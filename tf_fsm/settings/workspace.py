@@ -31,6 +31,10 @@ AGENT_FILES: tuple[str, ...] = (
 )
 
 
+#: the most worktrees a pool may keep: as many as ralph.parallelWorkers may be
+MAX_POOL = 256
+
+
 def check_ref_part(value: str, what: str) -> str:
     if _BAD_REF.search(value) or value.startswith(("-", "/")) or value.endswith((".", "@")):
         raise ValueError(f"{value!r} cannot be part of a git {what} name (git check-ref-format)")
@@ -103,9 +107,15 @@ class Workspace(Section):
     mergeStrategy: Literal["merge", "squash", "rebase"] = "merge"
     #: copied from the project root into a fresh worktree when the branch does not hold them
     agentFiles: list[OsStr] = Field(default_factory=lambda: list(AGENT_FILES))
+    #: finished tickets' worktrees kept for the next tickets (checked out again rather than
+    #: removed and added); None: as many as ralph.parallelWorkers; 0: none kept
+    poolSize: int | None = Field(default=None, ge=0, le=MAX_POOL)
+    #: untracked or ignored paths a pooled worktree keeps for the next ticket (caches such
+    #: as .venv or node_modules); everything else of the previous ticket is removed
+    poolKeep: list[OsStr] = Field(default_factory=list)
     conflicts: Conflicts = Conflicts()
 
-    @field_validator("agentFiles")
+    @field_validator("agentFiles", "poolKeep")
     @classmethod
     def _inside(cls, entries: list[str]) -> list[str]:
         for entry in entries:

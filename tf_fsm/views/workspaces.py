@@ -20,6 +20,7 @@ from tf_fsm.storage.ticket_id import TICKET_ID_RE
 from tf_fsm.workspace.git import Git, paths_of, pathspec_excluding
 from tf_fsm.workspace.model import (
     Workspace,
+    a_tickets,
     branch_name,
     worktrees_dir,
 )
@@ -88,9 +89,10 @@ def _entries(
         ids |= {
             p.name
             for p in folder.iterdir()
-            if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")  # a removal's
+            if p.is_dir() and not p.is_symlink() and a_tickets(p.name)
         }
-    ids |= {Path(p).name for p in registered if Path(p).parent == Path(os.path.realpath(folder))}
+    here = Path(os.path.realpath(folder))
+    ids |= {Path(p).name for p in registered if Path(p).parent == here and a_tickets(Path(p).name)}
     entries = []
     for ticket_id in sorted(i for i in ids if i):
         tree, branch = folder / ticket_id, prefix + ticket_id

@@ -59,6 +59,13 @@ def worktrees_dir(root: Path, settings: LoadedSettings) -> Path:
     return root / settings.settings.ralph.parallelWorktreesDir
 
 
+def a_tickets(name: str) -> bool:
+    """Could a directory of this name in the worktrees directory be a ticket's worktree? The
+    pool's worktrees (`.pool-<n>`) and a removal's (`.removing-<id>`) start with a dot, which
+    no ticket id does."""
+    return not name.startswith(".")
+
+
 def worktree_path(root: Path, settings: LoadedSettings, ticket_id: str) -> Path:
     return worktrees_dir(root, settings) / ticket_id
 

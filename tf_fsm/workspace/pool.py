@@ -1,0 +1,171 @@
+"""The worktree pool: a finished ticket's worktree is kept, out of every ticket's sight, for
+the next ticket, which checks its branch out there instead of checking the whole project out
+again (docs/workspaces.md, "The pool").
+
+A pooled worktree stays registered with git, under a name no ticket id can have
+(`.pool-<n>`, beside the tickets' worktrees). Moving one (a ticket's worktree into the pool,
+a pooled one to a ticket's path) rewrites the `gitdir` file of its entry in git's registry
+and renames the directory: `git worktree move` would do the same in a process of its own.
+The entry's `locked` file, git's own guard against `git worktree prune`, holds the move's
+two paths while it happens, so that a move a kill cut short is finished by the next caller
+(`settle`); the tree a ticket took keeps a `locked` file until its branch is checked out and
+the previous ticket's files are gone (`finish_claim`), so that a kill in between is redone.
+Every move happens under tf_fsm's lock on git's registry (tf_fsm.workspace.locks), so two
+workers never take the same worktree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tf_fsm.errors import GitError, WorkspaceError
+from tf_fsm.fs.atomic import atomic_write_text
+from tf_fsm.settings.load import LoadedSettings
+from tf_fsm.workspace.agent_files import read_if_present
+from tf_fsm.workspace.git import Git, said
+from tf_fsm.workspace.leftover import gitfile_target
+from tf_fsm.workspace.locks import registered_tree
+from tf_fsm.workspace.model import worktrees_dir
+
+#: the name a pooled worktree's directory starts with (a ticket id starts with a letter,
+#: digit or `_`, so no ticket's worktree is ever named so)
+POOL_PREFIX = ".pool-"
+#: the first line of the `locked` file of a worktree being moved, its two paths after it
+_MOVING = "tf-fsm: moving"
+#: the `locked` file of a pooled worktree a ticket took, until it is ready for the ticket
+_CLAIMED = "tf-fsm: claimed for a ticket, not yet checked out\n"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Where the pooled worktrees are, how many may wait there, and what of a finished
+    ticket's files they keep for the next one (`workspace.poolKeep`)."""
+
+    directory: Path
+    size: int
+    keep: tuple[str, ...] = ()
+
+
+def pool_of(root: Path, settings: LoadedSettings) -> Pool:
+    """The pool of the project at `root`: `workspace.poolSize` worktrees at most, as many as
+    `ralph.parallelWorkers` when it is not set."""
+    section = settings.settings.workspace
+    size = section.poolSize
+    if size is None:
+        size = settings.settings.ralph.parallelWorkers
+    return Pool(worktrees_dir(root, settings), size, tuple(section.poolKeep))
+
+
+def idle(pool: Pool) -> list[Path]:
+    """The pooled worktrees waiting for a ticket (their directories), by name."""
+    try:
+        found = sorted(p for p in pool.directory.iterdir() if p.name.startswith(POOL_PREFIX))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [path for path in found if gitfile_target(path) is not None]
+
+
+def park(pool: Pool, tree: Path, admin: Path) -> Path | None:
+    """Move the worktree at `tree` (registered as `admin`; whatever it held that its branch
+    lacks kept already) into the pool, its HEAD detached so that its branch can be deleted or
+    checked out elsewhere. Its directory in the pool, or None when the pool is full."""
+    if len(idle(pool)) >= pool.size:
+        return None
+    slot = next(
+        path
+        for n in itertools.count(1)
+        if not os.path.lexists(path := pool.directory / f"{POOL_PREFIX}{n}")
+    )
+    tip = Git(tree).rev("HEAD")
+    if tip is not None:  # git's own format of a detached HEAD (gitrepository-layout(5))
+        atomic_write_text(admin / "HEAD", f"{tip}\n", within=admin)
+    _move(admin, tree, slot)
+    return slot
+
+
+def take(pool: Pool, common: Path, tree: Path) -> Path | None:
+    """Move a pooled worktree to `tree`, claimed (see `finish_claim`): its entry in git's
+    registry, or None when no pooled worktree waits."""
+    for slot in idle(pool):
+        admin = gitfile_target(slot)
+        if admin is None or not admin.is_relative_to(common.resolve() / "worktrees"):
+            continue
+        if registered_tree(admin) != Path(os.path.realpath(slot)):
+            continue  # not the entry that registers it: left for `git worktree` to repair
+        _move(admin, slot, tree, locked=_CLAIMED)
+        return admin
+    return None
+
+
+def claimed(admin: Path) -> bool:
+    """Did a ticket take this worktree from the pool, and its checkout is not done yet?"""
+    return read_if_present(admin / "locked") == _CLAIMED
+
+
+def finish_claim(pool: Pool, tree: Path, admin: Path, branch: str, start: str | None) -> bool:
+    """Make the worktree a ticket took from the pool as a new one would be: the branch made at
+    `start` and checked out (or, `start` None, the branch as it is), every file the previous
+    ticket left that the branch does not hold removed, ignored ones too, except
+    `pool.keep`'s. False, and nothing done, when `start` is given and the branch exists (git
+    refuses to make it: it is checked out as it is, `start` None, by the caller)."""
+    git = Git(tree)
+    if start is None:
+        git.run("checkout", "--force", "--quiet", branch)
+    else:
+        args = ("checkout", "--force", "--quiet", "-b", branch, start)
+        made = git.run(*args, check=False)
+        if made.exit_code != 0:
+            if git.rev(f"refs/heads/{branch}") is None:  # refused for another reason: git's
+                raise GitError(args, tree, made.exit_code, said(made))
+            return False
+    # `--exclude` takes an ignore pattern: each kept path as one, its wildcards taken literally
+    kept = ["/" + re.sub(r"([\\*?\[!])", r"\\\1", path.strip("/")) for path in pool.keep]
+    git.run("clean", "-ffdxq", *(f"--exclude={pattern}" for pattern in kept))
+    (admin / "locked").unlink()
+    return True
+
+
+def settle(common: Path) -> list[str]:
+    """Finish the moves a kill cut short (their entry's `locked` file names them), and say so."""
+    try:
+        admins = sorted(p for p in (common / "worktrees").iterdir() if p.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    notes = []
+    for admin in admins:
+        lines = (read_if_present(admin / "locked") or "").split("\n")
+        if lines[0] == _MOVING and len(lines) >= 3:
+            source, target = Path(lines[1]), Path(lines[2])
+            _finish_move(admin, source, target, lines[3:4] == ["claimed"])
+            notes.append(f"finished moving the worktree {source} to {target}")
+    return notes
+
+
+def _move(admin: Path, source: Path, target: Path, *, locked: str | None = None) -> None:
+    """Register the worktree at `source` as at `target`, then move it there. `locked`: what
+    the entry's `locked` file says once moved (None: it has none)."""
+    if "\n" in f"{source}{target}":
+        raise WorkspaceError(f"a worktree path with a line break cannot be moved: {source}")
+    claim = ["claimed"] if locked == _CLAIMED else []
+    record = "\n".join([_MOVING, str(source), str(target), *claim]) + "\n"
+    atomic_write_text(admin / "locked", record, within=admin)
+    _finish_move(admin, source, target, bool(claim))
+
+
+def _finish_move(admin: Path, source: Path, target: Path, claim: bool) -> None:
+    atomic_write_text(admin / "gitdir", f"{target / '.git'}\n", within=admin)
+    if os.path.lexists(source):
+        if os.path.lexists(target):
+            raise WorkspaceError(
+                f"cannot move the worktree {source} to {target}: {target} exists; move or "
+                "remove it and run again"
+            )
+        source.rename(target)
+    if claim:
+        atomic_write_text(admin / "locked", _CLAIMED, within=admin)
+    else:
+        (admin / "locked").unlink()
