@@ -61,7 +61,16 @@ def test_six_independent_untagged_tickets_run_side_by_side_and_merge_once_each(
         assert proj.tk_status(tid, "main") == "closed"
         assert proj.tk_status(tid) == "closed"
         assert not worktree_of(proj, tid).exists()
-    proj.assert_nothing_left()
+    proj.assert_nothing_left(pool=3)
+    # the first three tickets made their worktrees; each after them took one a ticket before
+    # had set down into the pool (a pool of as many worktrees as workers)
+    took = [
+        tid
+        for tid in TICKETS
+        for event in proj.events(tid, "WorkspaceReady")
+        if any(note.startswith("took a worktree from the pool") for note in event["notes"])
+    ]
+    assert len(took) == 3 and len(proj.pooled()) == 3, took
 
     # Every commit besides the initial one is tf_fsm's: a merge, or a checkpoint it
     # journaled (the same change: a checkpoint rebased onto a moved main has another sha).

@@ -273,6 +273,14 @@ class Project:
                 found.append((path, line[len("branch refs/heads/") :]))
         return found
 
+    def pooled(self) -> list[str]:
+        """The worktrees waiting in the pool, each detached (no branch held) and named so."""
+        out = git(self.root, "worktree", "list", "--porcelain")
+        found = [b.splitlines() for b in out.split("\n\n") if "\ndetached" in b]
+        paths = [lines[0].removeprefix("worktree ") for lines in found]
+        assert all(Path(p).name.startswith(".pool-") for p in paths), paths
+        return paths
+
     def ticket_branches(self) -> list[str]:
         return git(self.root, "branch", "--list", "tf/*", "--format=%(refname:short)").split()
 
@@ -282,11 +290,13 @@ class Project:
     def show(self, spec: str) -> str:
         return git(self.root, "show", spec) + "\n"
 
-    def assert_nothing_left(self) -> None:
-        """The state after a loop whose tickets all merged: a clean root, no worktree, no
-        ticket branch, no ref set aside, no merge in progress."""
+    def assert_nothing_left(self, pool: int = 1) -> None:
+        """The state after a loop whose tickets all merged: a clean root, no worktree but at
+        most `pool` waiting in the worktree pool (detached), no ticket branch, no ref set
+        aside, no merge in progress."""
         assert status(self.root) == ""
         assert self.worktrees() == [(str(self.root), "main")]
+        assert len(self.pooled()) <= pool
         assert self.ticket_branches() == []
         assert self.tf_refs() == []
         assert not (self.root / ".git" / "MERGE_HEAD").exists()

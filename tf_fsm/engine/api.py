@@ -51,6 +51,8 @@ class RunOptions:
     worktree: bool | None = None
     #: a worker of a loop that runs several tickets at once (worktrees by default)
     parallel: bool = False
+    #: how many tickets the run's loop runs at once (the worktree pool keeps as many)
+    workers: int = 1
     #: `tf-fsm merge`: only a passed attempt's merge runs (never a phase or a new attempt)
     merge: bool = False
     #: --phases N: the run pauses at the phase boundary after N phases completed in it

@@ -247,7 +247,7 @@ class TicketWorktree:
         merged = status in ("closed", "already_closed")
         if not (merged or status == "exhausted") or (self.keep and merged):
             return
-        pool = pool_of(self.ws.root, run.settings)
+        pool = pool_of(self.ws.root, run.settings, workers=run.options.workers)
         notes = worktree.remove(self.ws, delete_branch=merged, pool=pool)
         run.event(wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged)
         for note in notes:

@@ -29,7 +29,14 @@ class LoopOptions:
 
     def work_order(self, root: Path, ticket: str, loop: str) -> WorkOrder:
         """What a worker of loop `loop` is sent for `ticket`, these options passed on."""
-        return WorkOrder(root, ticket, loop, worktree=self.worktree, parallel=self.parallel)
+        return WorkOrder(
+            root,
+            ticket,
+            loop,
+            worktree=self.worktree,
+            parallel=self.parallel,
+            workers=self.workers,
+        )
 
 
 @dataclass(frozen=True)

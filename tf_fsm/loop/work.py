@@ -51,6 +51,8 @@ class WorkOrder:
     loop: str
     worktree: bool | None = None
     parallel: bool = False
+    #: how many tickets the loop runs at once (the worktree pool keeps as many worktrees)
+    workers: int = 1
 
     def run_options(self) -> RunOptions:
         """The run the order asks for: one attempt (the loop requeues a blocked ticket behind
@@ -62,6 +64,7 @@ class WorkOrder:
             loop=self.loop,
             worktree=self.worktree,
             parallel=self.parallel,
+            workers=self.workers,
         )
 
     def to_json(self) -> str:
@@ -72,6 +75,7 @@ class WorkOrder:
                 "loop": self.loop,
                 "worktree": self.worktree,
                 "parallel": self.parallel,
+                "workers": self.workers,
             }
         )
 
@@ -84,6 +88,7 @@ class WorkOrder:
             loop=fields.text("loop"),
             worktree=fields.optional_flag("worktree"),
             parallel=fields.flag("parallel"),
+            workers=fields.number("workers"),
         )
 
 

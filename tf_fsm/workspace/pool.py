@@ -50,13 +50,14 @@ class Pool:
     keep: tuple[str, ...] = ()
 
 
-def pool_of(root: Path, settings: LoadedSettings) -> Pool:
-    """The pool of the project at `root`: `workspace.poolSize` worktrees at most, as many as
-    `ralph.parallelWorkers` when it is not set."""
+def pool_of(root: Path, settings: LoadedSettings, *, workers: int = 1) -> Pool:
+    """The pool of the project at `root`: `workspace.poolSize` worktrees at most; when it is
+    not set, as many as the workers of the run's loop (`workers`, `ralph --workers`), or
+    `ralph.parallelWorkers` when that is more."""
     section = settings.settings.workspace
     size = section.poolSize
     if size is None:
-        size = settings.settings.ralph.parallelWorkers
+        size = max(workers, settings.settings.ralph.parallelWorkers)
     return Pool(worktrees_dir(root, settings), size, tuple(section.poolKeep))
 
 
