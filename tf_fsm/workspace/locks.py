@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,26 +46,40 @@ def worktree_registry(common: Path) -> Iterator[None]:
         yield
 
 
-def git_processes_in(trees: Sequence[Path]) -> list[int]:
+def git_processes_in(trees: Sequence[Path], running: Mapping[int, str] | None = None) -> list[int]:
     """The pids of running `git` processes whose working directory is in one of `trees`
-    (Linux: /proc; elsewhere nothing is known, and the caller leaves locks alone)."""
+    (Linux: /proc; elsewhere nothing is known, and the caller leaves locks alone), of
+    `running` when given (`running_git`: one look at /proc for several questions)."""
     roots = [str(t.resolve()) for t in trees]
-    found = []
+    return [
+        pid
+        for pid, cwd in (running_git() if running is None else running).items()
+        if any(cwd == r or cwd.startswith(r + os.sep) for r in roots)
+    ]
+
+
+def running_git() -> dict[int, str]:
+    """Every running `git` process: pid -> its working directory. Read with plain system
+    calls: /proc holds hundreds of processes on a busy machine, and this is asked before
+    every worktree is made or removed."""
+    found = {}
     for name in _pids():
         try:
-            if Path(f"/proc/{name}/comm").read_text().strip() != "git":
-                continue
-            cwd = str(Path(f"/proc/{name}/cwd").readlink())
+            fd = os.open(f"/proc/{name}/comm", os.O_RDONLY)
+            try:
+                comm = os.read(fd, 64)
+            finally:
+                os.close(fd)
+            if comm == b"git\n":
+                found[int(name)] = os.readlink(f"/proc/{name}/cwd")  # noqa: PTH115 - a hot loop
         except OSError:  # gone meanwhile, or not ours to look at
             continue
-        if any(cwd == r or cwd.startswith(r + os.sep) for r in roots):
-            found.append(int(name))
     return found
 
 
 def _pids() -> Iterable[str]:
     try:
-        return [p.name for p in Path("/proc").iterdir() if p.name.isdigit()]
+        return [name for name in os.listdir("/proc") if name.isdigit()]  # noqa: PTH208
     except OSError:
         return []
 

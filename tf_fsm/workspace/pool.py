@@ -83,7 +83,7 @@ def park(pool: Pool, tree: Path, admin: Path) -> Path | None:
     )
     tip = Git(tree).rev("HEAD")
     if tip is not None:  # git's own format of a detached HEAD (gitrepository-layout(5))
-        atomic_write_text(admin / "HEAD", f"{tip}\n", within=admin)
+        atomic_write_text(admin / "HEAD", f"{tip}\n", within=admin, durable=False)
     _move(admin, tree, slot)
     return slot
 
@@ -153,12 +153,13 @@ def _move(admin: Path, source: Path, target: Path, *, locked: str | None = None)
         raise WorkspaceError(f"a worktree path with a line break cannot be moved: {source}")
     claim = ["claimed"] if locked == _CLAIMED else []
     record = "\n".join([_MOVING, str(source), str(target), *claim]) + "\n"
+    # the one write made durable: after a power loss, it is what lets `settle` redo the rest
     atomic_write_text(admin / "locked", record, within=admin)
     _finish_move(admin, source, target, bool(claim))
 
 
 def _finish_move(admin: Path, source: Path, target: Path, claim: bool) -> None:
-    atomic_write_text(admin / "gitdir", f"{target / '.git'}\n", within=admin)
+    atomic_write_text(admin / "gitdir", f"{target / '.git'}\n", within=admin, durable=False)
     if os.path.lexists(source):
         if os.path.lexists(target):
             raise WorkspaceError(
@@ -167,6 +168,6 @@ def _finish_move(admin: Path, source: Path, target: Path, claim: bool) -> None:
             )
         source.rename(target)
     if claim:
-        atomic_write_text(admin / "locked", _CLAIMED, within=admin)
+        atomic_write_text(admin / "locked", _CLAIMED, within=admin, durable=False)
     else:
         (admin / "locked").unlink()

@@ -14,7 +14,7 @@ from pathlib import Path
 from tf_fsm.errors import WorkspaceError
 from tf_fsm.workspace.agent_files import read_if_present
 from tf_fsm.workspace.leftover import gitfile_target
-from tf_fsm.workspace.locks import git_processes_in, registered_tree
+from tf_fsm.workspace.locks import git_processes_in, registered_tree, running_git
 
 #: the reason in the `locked` file git writes first and removes once the checkout is done
 _HALF_MADE = "initializing"
@@ -73,8 +73,10 @@ def settled(root: Path, common: Path, tree: Path) -> Entry | None:
 def git_at_work(root: Path, tree: Path) -> list[int]:
     """git processes that may be making or removing `tree`: in it, or at the root (where
     `git worktree add` runs); those in the other worktrees beside it do not count."""
-    elsewhere = set(git_processes_in([tree.parent])) - set(git_processes_in([tree]))
-    return [pid for pid in git_processes_in([root, tree]) if pid not in elsewhere]
+    running = running_git()
+    elsewhere = set(git_processes_in([tree.parent], running))
+    elsewhere -= set(git_processes_in([tree], running))
+    return [pid for pid in git_processes_in([root, tree], running) if pid not in elsewhere]
 
 
 def _no_git_running(root: Path, tree: Path) -> None:
