@@ -290,13 +290,13 @@ class Project:
     def show(self, spec: str) -> str:
         return git(self.root, "show", spec) + "\n"
 
-    def assert_nothing_left(self, pool: int = 1) -> None:
-        """The state after a loop whose tickets all merged: a clean root, no worktree but at
-        most `pool` waiting in the worktree pool (detached), no ticket branch, no ref set
-        aside, no merge in progress."""
+    def assert_nothing_left(self, pool: int | None = None) -> None:
+        """The state after a loop whose tickets all merged: a clean root, no worktree but
+        those waiting in the worktree pool (detached; at most `pool`), no ticket branch, no
+        ref set aside, no merge in progress."""
         assert status(self.root) == ""
         assert self.worktrees() == [(str(self.root), "main")]
-        assert len(self.pooled()) <= pool
+        assert pool is None or len(self.pooled()) <= pool
         assert self.ticket_branches() == []
         assert self.tf_refs() == []
         assert not (self.root / ".git" / "MERGE_HEAD").exists()

@@ -74,7 +74,10 @@ class Repository:
         for place in (knowledge_dir(root, self.settings), worktrees_dir(root, self.settings)):
             if place.is_relative_to(root) and place != root:
                 own.append(place.relative_to(root).as_posix())
+        # No optional lock: a `git status` takes the root's index.lock to save its refresh,
+        # and a merge another worker runs there meanwhile would fail on it ("File exists").
         listed = Git(self.root).out(
+            "--no-optional-locks",
             "status",
             "--porcelain=v1",
             "-z",
