@@ -45,6 +45,7 @@ from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
 from tf_fsm.fs.atomic import disk_errors, fsync_dir, json_text, one_sync, sync_filesystems
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
+from tf_fsm.fs.read import read_bytes, read_with_mtime
 from tf_fsm.storage.journal_file import JournalFile, journal_tail, now_stamp, running_phase_in
 from tf_fsm.storage.journal_lines import complete_lines, journal_data, rebuilt_views
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETRY_STATE
@@ -180,17 +181,15 @@ class TicketStore:
 
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
-        path = self.files.path(name)
         try:
-            data = path.read_bytes()
-            mtime = path.stat().st_mtime_ns
+            data, mtime = read_with_mtime(self.files.path(name))
         except FileNotFoundError:
             return None
         return Seen(hashlib.sha256(data).hexdigest(), mtime)
 
     def read_artifact(self, name: str) -> str | None:
         try:
-            data = self.files.path(name).read_bytes()
+            data = read_bytes(self.files.path(name))
         except FileNotFoundError:
             return None
         return data.decode("utf-8", errors="replace")

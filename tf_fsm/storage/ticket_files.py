@@ -12,6 +12,7 @@ from pathlib import Path
 from tf_fsm.errors import InvalidArtifactNameError, UnsafePathError
 from tf_fsm.fs.atomic import appended_link, atomic_write_bytes
 from tf_fsm.fs.confine import check_within
+from tf_fsm.fs.read import read_bytes
 from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.redact import Redactor
 
@@ -61,7 +62,7 @@ class TicketFiles:
         something. Bytes that are not UTF-8 are kept as they are."""
         path = self.unchecked(name)
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)
         except FileNotFoundError:
             return None
         text = data.decode("utf-8", "surrogateescape")
