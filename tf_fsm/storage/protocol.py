@@ -73,6 +73,10 @@ class AgentFiles(Protocol):
         (retry state, journal, lock), or resolves (through a symlink) outside `dir`. Writes
         nothing."""
 
+    def unchecked(self, name: str) -> Path:
+        """Where artifact `name` is, its name checked as `path` checks it, its symlinks not:
+        for a path that is only shown (in a prompt's text), or whose writer checks it."""
+
     def take(self, name: str) -> tuple[str, str] | None:
         """The sha256 and text of the file an agent wrote as artifact `name` (None if there is
         none), after taking any secret out of it: rewritten atomically, and only when the
