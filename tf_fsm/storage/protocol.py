@@ -129,6 +129,12 @@ class Store(Protocol):
         """Make the journal durable now if an append waits for it (before a write elsewhere
         that must never be on disk ahead of the journal)."""
 
+    def deferred_views(self) -> AbstractContextManager[None]:
+        """Views saved in the block are journaled at once and written when it ends, after
+        one `sync_journal` for all their images (an attempt's start saves two, each of which
+        would need its own): nothing in the block may read them back. However the block
+        ends, the views are written."""
+
     def repair_views(self, events: list[Event]) -> list[str]:
         """When `events` (the journal) does not end with ViewsSynced (the last run was cut
         short): rewrite each view that is missing, empty, torn or not its last journaled
