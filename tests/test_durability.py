@@ -8,6 +8,7 @@ checked against the store's rule (docs/retry-state.md, "Durability").
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -127,17 +128,32 @@ def test_an_unflushed_event_is_visible_at_once_and_durable_by_the_end_of_the_bat
 
 
 def test_the_first_image_of_each_view_is_on_disk_before_the_view(
-    project: Path, calls: list[tuple[str, str]]
+    project: Path, calls: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A view on disk always has an image a power cut cannot take: the run's first save of
-    retry-state.json and of chain-context.json each follows a journal fsync."""
+    """A view on disk always has an image a power cut cannot take: when the run first writes
+    retry-state.json and chain-context.json, a journal fsync has covered an image of each (an
+    attempt's start saves both, and one fsync covers the two)."""
     setup(project, {})
-    assert run(project).status == "closed"
     journal = os.path.realpath(store(project).journal_path)
-    start = 0
-    for view in ("chain-context.json", "retry-state.json"):  # saved in this order
-        first = next(
-            i for i, (kind, p) in enumerate(calls) if kind == "rename" and p.endswith("/" + view)
-        )
-        assert ("fsync", journal) in calls[start:first], view
-        start = first
+    durable: set[str] = set()  # views with an image in the journal as last fsynced
+    first_write: dict[str, set[str]] = {}  # view -> the views durable when it was first written
+    recording_fsync, recording_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        recording_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") == journal:
+            lines = Path(journal).read_text().splitlines()
+            durable.update(json.loads(ln)["file"] for ln in lines if '"ViewSaved"' in ln)
+
+    def replace(src: Any, dst: Any, **kw: Any) -> None:
+        recording_replace(src, dst, **kw)
+        first_write.setdefault(os.path.basename(dst), set(durable))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    assert run(project).status == "closed"
+    journal_fsyncs = [i for i, (kind, p) in enumerate(calls) if (kind, p) == ("fsync", journal)]
+    for view in ("chain-context.json", "retry-state.json"):
+        assert view in first_write[view], view
+        first = next(i for i, (kind, p) in enumerate(calls) if p.endswith("/" + view))
+        assert journal_fsyncs[0] < first, view

@@ -186,6 +186,23 @@ def test_one_machine_serves_many_tickets() -> None:
         machine.detach(m)
 
 
+def test_a_model_given_back_is_taken_again_as_new() -> None:
+    machine = Lifecycle()
+    first = machine.take(AttemptFacts("t-1", gate_passed=True), INITIAL)
+    machine.fire(first, "start")
+    machine.give_back(first)
+    facts = AttemptFacts("t-2", runs=frozenset())
+    again = machine.take(facts, BLOCKED)
+    assert again is first  # reused: no second binding of the machine's triggers
+    assert (again.facts, again.state, again.path) == (facts, BLOCKED, [])
+    machine.fire(again, "retry")  # moves from the state it was given, with its new facts
+    assert again.path == [(BLOCKED, "retry", phase_state("research"))]
+    other = machine.take(AttemptFacts("t-3"), INITIAL)  # none idle: a new one
+    assert other is not again
+    with pytest.raises(ValueError, match="unknown lifecycle state"):
+        machine.take(AttemptFacts("t-4"), "nowhere")
+
+
 @pytest.mark.parametrize(
     ("status", "phase", "state"),
     [

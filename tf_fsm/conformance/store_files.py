@@ -63,6 +63,7 @@ def test_a_bad_ticket_id_is_refused_before_anything_is_kept(
 )
 def test_artifacts_round_trip(store: Store, make: Callable[[str], Store], name: str) -> None:
     assert store.files.path(name) == store.files.dir / name  # where an agent finds it
+    assert store.files.unchecked(name) == store.files.dir / name
     store.write_artifact(name, "hello ✓\n")
     assert store.read_artifact(name) == "hello ✓\n"
     assert make(store.ticket_id).read_artifact(name) == "hello ✓\n"  # kept, not cached
@@ -105,6 +106,8 @@ def test_artifact_names_that_could_escape_or_clobber_are_refused(
     before = snapshot()
     with pytest.raises(InvalidArtifactNameError):
         store.files.path(name)
+    with pytest.raises(InvalidArtifactNameError):
+        store.files.unchecked(name)
     with pytest.raises(InvalidArtifactNameError):
         store.write_artifact(name, "x")
     with pytest.raises(InvalidArtifactNameError):
@@ -290,6 +293,7 @@ def test_reads_never_write(
         store.lock_loop,
         store.files.check_paths,
         lambda: store.files.path("new/dir/x.md"),
+        lambda: store.files.unchecked("new/dir/x.md"),
     ]
     for read in reads:
         with suppress(CorruptStateError):

@@ -37,6 +37,22 @@ def test_a_view_is_journaled_before_it_is_written_and_redacted_in_both(
     assert kept == json_text(image.content)  # the view is exactly its image
 
 
+def test_deferred_views_are_journaled_at_once_and_written_at_the_end(
+    store: Store, raw: Raw
+) -> None:
+    content = {"ticketId": TICKET, "attempt": 1}
+    with store.deferred_views():
+        store.save_view(CHAIN_CONTEXT, content)
+        store.save_view(CHAIN_CONTEXT, {**content, "attempt": 2})
+        images = [e for e in store.read_events().events if isinstance(e, ViewSaved)]
+        assert [e.content["attempt"] for e in images] == [1, 2]
+    assert raw.get(CHAIN_CONTEXT) == json_text({**content, "attempt": 2}).encode()
+    with pytest.raises(KeyError), store.deferred_views():  # however the block ends
+        store.save_view(RETRY_STATE, state_of().to_json_dict())
+        raise KeyError("the attempt's start failed")
+    assert raw.get(RETRY_STATE) == json_text(state_of().to_json_dict()).encode()
+
+
 def test_only_the_kept_views_have_images(store: Store) -> None:
     with pytest.raises(ValueError, match="not a view"):
         store.save_view("review.md", {"x": 1})

@@ -163,6 +163,10 @@ class TicketModel:
     """The object `transitions` moves: a ticket's state plus the facts its guards read."""
 
     def __init__(self, facts: AttemptFacts, state: str = INITIAL) -> None:
+        self.stand_in(facts, state)
+
+    def stand_in(self, facts: AttemptFacts, state: str) -> None:
+        """Stand in `state` with `facts` and no path taken (a new model, or a reused one)."""
         if state not in STATES:
             raise ValueError(f"unknown lifecycle state {state!r}")
         self.facts = facts
@@ -191,6 +195,7 @@ class Lifecycle:
         self.table = table
         # `tf-fsm watch` advances tickets from several threads; the model list is shared.
         self._lock = threading.RLock()
+        self._idle: list[TicketModel] = []  # attached, given back: `take` reuses them
         self._machine = Machine(
             model=None,
             states=list(STATES),
@@ -216,6 +221,24 @@ class Lifecycle:
     def detach(self, model: TicketModel) -> None:
         with self._lock:
             self._machine.remove_model(model)
+
+    def take(self, facts: AttemptFacts, state: str) -> TicketModel:
+        """A model attached in `state` with `facts`: one given back earlier when there is
+        one (attaching binds every trigger and state of the machine to the model, which
+        costs more than an attempt's moves), else a new one. `give_back` when done."""
+        with self._lock:
+            if self._idle:
+                model = self._idle.pop()
+                model.stand_in(facts, state)
+                return model
+        model = TicketModel(facts, state)
+        self.attach(model)
+        return model
+
+    def give_back(self, model: TicketModel) -> None:
+        """A model from `take` that no attempt moves any more."""
+        with self._lock:
+            self._idle.append(model)
 
     def fire(self, model: TicketModel, trigger: str) -> str:
         """Take `trigger` from the model's state; returns the new state or raises."""

@@ -16,7 +16,6 @@ from tf_fsm.core.machine import (
     INITIAL,
     MERGE_PHASE,
     MERGING,
-    TicketModel,
     lifecycle,
     phase_of,
     state_of_attempt,
@@ -42,8 +41,7 @@ def run_attempt(
     if state.current is None:
         raise ValueError("no attempt to run")
     machine, start_state = lifecycle(), _start_state(run, attempt, state)
-    model = TicketModel(attempt.facts, start_state)
-    machine.attach(model)
+    model = machine.take(attempt.facts, start_state)
     try:
         trigger = {INITIAL: "start", BLOCKED: "retry", "error": "resume"}.get(start_state)
         if trigger is not None:
@@ -98,7 +96,7 @@ def run_attempt(
             machine.fire(model, "merged")
         return _finish(run, attempt, state, runner)
     finally:
-        machine.detach(model)
+        machine.give_back(model)
 
 
 def _start_state(run: RunContext, attempt: AttemptContext, state: RetryState) -> str:

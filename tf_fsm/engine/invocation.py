@@ -80,6 +80,9 @@ def prepared(
     store.write_artifact(prompt_name, prompt, only_if_changed=True)
     files = store.files  # where the agent's process finds the ticket's artifacts
     seen = run.tree.agent_path  # where the agent, in its tree, finds the ticket's files
+    # Checked against symlinks here: the output the agent writes and tf_fsm then reads, and
+    # the log, before the agent runs. The prompt and the chain context were checked by the
+    # writes that made them, the live log is checked by its own writer.
     return Invocation(
         ticket_id=run.ticket_id,
         phase=phase,
@@ -91,10 +94,10 @@ def prepared(
         artifact_dir=seen(files.dir),
         output=seen(files.path(artifact)),
         prompt=prompt,
-        prompt_file=seen(files.path(prompt_name)),
-        chain_context=seen(files.path(CHAIN_CONTEXT)),
+        prompt_file=seen(files.unchecked(prompt_name)),
+        chain_context=seen(files.unchecked(CHAIN_CONTEXT)),
         log_file=files.path(f"logs/attempt-{n}/{label}.log"),
-        live_log=files.path(f"logs/attempt-{n}/{label}.live.log"),
+        live_log=files.unchecked(f"logs/attempt-{n}/{label}.live.log"),
         live_log_within=files.dir,
         timeout=run.settings.settings.executor.timeoutSeconds,
         cwd=run.tree.path,
@@ -121,7 +124,7 @@ def _try(run: RunContext, invocation: Invocation, restarts: int, may_restart: bo
     if restart:
         log_name = log_name.replace(".log", f".try-{restarts + 1}.log")
     run.store.write_artifact(log_name, result.log)  # for people
-    log_path = run.store.files.path(log_name)
+    log_path = run.store.files.unchecked(log_name)  # checked by the write just made
     run.observer.phase_finished(run.ticket_id, inv.attempt, inv.phase, inv.role, failure is None)
     run.event(
         ev.InvocationFinished,

@@ -268,39 +268,41 @@ class TicketRun:
         PhaseRunner(self, attempt).check_templates()  # before anything is written
         # The context first: a journal that holds the attempt's start (the state's image) holds
         # what it started with, prior-failure summary included, whatever a crash cuts off.
-        self.write_chain_context(attempt)
-        state = self.save(
-            start_attempt(
-                state,
-                trigger=trigger,
-                escalation=resolution.escalation_record(),
-                fail_on=list(self.settings.workflow.failOn),
-                now=self.now(),
-                tier=resolution.tier,
+        # The views are written at the block's end, after one fsync for their first images.
+        with self.store.deferred_views():
+            self.write_chain_context(attempt)
+            state = self.save(
+                start_attempt(
+                    state,
+                    trigger=trigger,
+                    escalation=resolution.escalation_record(),
+                    fail_on=list(self.settings.workflow.failOn),
+                    now=self.now(),
+                    tier=resolution.tier,
+                )
             )
-        )
-        # Unflushed: made durable with the first phase's events (a crash before that is
-        # resumed from retry-state.json, which journals the start again).
-        self._journal_start(attempt, head, flush=False)
-        escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
-        if escalated:
-            reason = "; ".join(resolution.roles[r].reason for r in escalated)
-            self.event(
-                ev.EscalationApplied,
-                number,
-                flush=False,
-                roles=escalated,
-                tier=resolution.tier,
-                reason=reason,
-            )
-        if number > 1 and not plan["research"][0] and self.options.research is not False:
-            self.event(
-                ev.ResearchSkippedOnRetry,
-                number,
-                flush=False,
-                attemptCount=number - 1,
-                lastFailureKind=prior["kind"] if prior else "unknown",
-            )
+            # Unflushed: durable with the views' first images or the first phase's events (a
+            # crash before is resumed from retry-state.json, which journals the start again).
+            self._journal_start(attempt, head, flush=False)
+            escalated = {r: resolution.roles[r].model for r in resolution.escalated_roles}
+            if escalated:
+                reason = "; ".join(resolution.roles[r].reason for r in escalated)
+                self.event(
+                    ev.EscalationApplied,
+                    number,
+                    flush=False,
+                    roles=escalated,
+                    tier=resolution.tier,
+                    reason=reason,
+                )
+            if number > 1 and not plan["research"][0] and self.options.research is not False:
+                self.event(
+                    ev.ResearchSkippedOnRetry,
+                    number,
+                    flush=False,
+                    attemptCount=number - 1,
+                    lastFailureKind=prior["kind"] if prior else "unknown",
+                )
         self._mark_in_progress()
         return attempt, state
 

@@ -164,7 +164,7 @@ class PhaseRunner:
             ticket=ticket_view(run.ticket),
             artifact_dir=run.tree.agent_path(self.store.files.dir),
             output=run.tree.agent_path(output),
-            chain_context=run.tree.agent_path(self.store.files.path(CHAIN_CONTEXT)),
+            chain_context=run.tree.agent_path(self.store.files.unchecked(CHAIN_CONTEXT)),
             flags=run.options.flags(),
             fail_on=self.fail_on,
             gate_feedback=gate_feedback,
@@ -175,7 +175,8 @@ class PhaseRunner:
         return invocations(self.attempt.facts.runs, self.wf.enableReviewers, self.wf.enableCloser)
 
     def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
-        context = self._context(phase, role, self.store.files.path(artifact), gate_feedback)
+        # The paths are only text in the prompt: the invocation checks those it hands on.
+        context = self._context(phase, role, self.store.files.unchecked(artifact), gate_feedback)
         return self.run_.prompts.render(template_for(phase, role), context)
 
     def check_templates(self) -> None:

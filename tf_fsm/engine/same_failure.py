@@ -62,6 +62,7 @@ def after_blocked(
     run.event(
         ev.SameFailureDetected,
         decision.attempt,
+        flush=False,  # durable with the attempt's end: its durable point follows at once
         previousAttempt=decision.previous,
         signature=decision.signature,
         entries=list(signature.entries),

@@ -68,13 +68,17 @@ def _umask() -> int:
 
 
 _TEMP_COUNTER = itertools.count()
+_PID = [os.getpid()]  # asked once (getpid is a system call), again in a forked child
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
-def _open_temp(path: Path, mode: int) -> tuple[int, Path]:
+def _open_temp(path: str, mode: int) -> tuple[int, str]:
     """A new `.<name>.<pid>.<n>.tmp` beside `path`. Cheaper than mkstemp's random names, and
     the same `.*.tmp` shape the lock's sweep removes after a crash."""
+    head, _, name = path.rpartition(os.sep)
     while True:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMP_COUNTER)}.tmp")
+        tmp = f"{head}{os.sep}.{name}.{_PID[0]}.{next(_TEMP_COUNTER)}.tmp"
         try:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), tmp
         except FileExistsError:  # left by a dead process with our pid: take the next number
@@ -101,36 +105,40 @@ def atomic_write_bytes(
 
 
 def _replace(path: Path, data: bytes, *, sync_dir: bool, durable: bool) -> None:
+    # Plain strings from here on: Path objects cost more than the system calls below.
+    where = os.fspath(path)
     existed = True
     try:
         # keep the mode the file had, or what a plain open() would give
-        mode = path.stat().st_mode & 0o7777
+        mode = os.stat(where).st_mode & 0o7777  # noqa: PTH116 - strings, see above
     except FileNotFoundError:
         mode, existed = 0o666 & ~_umask(), False
     try:
-        fd, tmp = _open_temp(path, mode)
+        fd, tmp = _open_temp(where, mode)
     except FileNotFoundError:  # the directory is new: made only then, not checked every write
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _open_temp(path, mode)
+        fd, tmp = _open_temp(where, mode)
     try:
         try:
             write_all(fd, data)
-            os.fchmod(fd, mode)  # O_CREAT's mode is filtered by the umask
+            if existed:  # O_CREAT's mode is filtered by the umask; a new file's is the umask's
+                os.fchmod(fd, mode)
             if durable:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        if durable or not existed or not exchange(tmp, path):
-            tmp.replace(path)
+        if durable or not existed or not exchange(tmp, where):
+            os.replace(tmp, where)  # noqa: PTH105
     except BaseException:
         with suppress(FileNotFoundError):
-            tmp.unlink()
+            os.unlink(tmp)  # noqa: PTH108
         raise
     if sync_dir and durable:
         fsync_dir(path.parent)
     elif existed and not durable:
+        # the old content, swapped out by `exchange` (nothing if replaced)
         with suppress(FileNotFoundError):
-            tmp.unlink()  # the old content, swapped out by `exchange` (nothing if replaced)
+            os.unlink(tmp)  # noqa: PTH108
 
 
 _AT_FDCWD, _RENAME_EXCHANGE = -100, 2
@@ -149,7 +157,7 @@ def _renameat2() -> Any:
     return call
 
 
-def exchange(new: Path, old: Path) -> bool:
+def exchange(new: Path | str, old: Path | str) -> bool:
     """Swap two existing names in one atomic step (renameat2 RENAME_EXCHANGE): readers see the
     old file or the new, as with a rename. Used for a write that is not fsynced: ext4 flushes
     the data of a file renamed over another at once (its `auto_da_alloc` guard for programs

@@ -3,6 +3,7 @@ can neither leave the ticket's directory nor replace a file the store keeps itse
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import PurePosixPath
 
@@ -18,6 +19,13 @@ def artifact_segments(name: str) -> list[str]:
     """`name`'s segments (`prompts/attempt-1/x.md` -> three), or InvalidArtifactNameError."""
     if not isinstance(name, str) or not name:
         raise InvalidArtifactNameError(str(name), "must be a non-empty string")
+    return list(_segments(name))
+
+
+@functools.lru_cache(maxsize=1024)
+def _segments(name: str) -> tuple[str, ...]:
+    """The checks of a name that is a non-empty string; remembered, since a run names the
+    same few artifacts many times (an invalid name raises, and is not remembered)."""
     if "\\" in name or "\0" in name:
         raise InvalidArtifactNameError(name, "must not contain '\\' or NUL")
     if PurePosixPath(name).is_absolute() or re.match(r"[A-Za-z]:", name):
@@ -34,4 +42,4 @@ def artifact_segments(name: str) -> list[str]:
             )
     if segments[0] in _RESERVED or segments[0].startswith(RETRY_STATE):
         raise InvalidArtifactNameError(name, "is a state file the store writes itself")
-    return segments
+    return tuple(segments)

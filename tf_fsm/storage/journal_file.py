@@ -41,6 +41,7 @@ class JournalFile:
         self.ticket_id, self.redactor = ticket_id, redactor
         self.unsynced = False
         self._fd: int | None = None
+        self._ino = 0  # the inode `_fd` is open on
         self._holding = False
         self._tail_checked = False  # our own appends since the tail was checked end in "\n"
         self._cache: tuple[_Key, list[Event]] | None = None
@@ -97,7 +98,7 @@ class JournalFile:
         ticket directory was checked against the boundary when it was made or locked (a run
         holds the lock): each open only needs the file itself not to be a link."""
         if self._fd is not None:
-            if self._still_named(self._fd):
+            if self._still_named():
                 return self._fd, False
             self._close()  # deleted or replaced behind the run's back: append to the new one
         path, flags, created = self.path, os.O_RDWR | os.O_APPEND, False
@@ -107,12 +108,12 @@ class JournalFile:
             make_dirs(path.parent, within=self.within)
             flags, created = flags | os.O_CREAT, True
             fd = open_no_follow(path, flags, within=path.parent, operation="create")
-        self._fd = fd
+        self._fd, self._ino = fd, os.fstat(fd).st_ino
         return fd, created
 
-    def _still_named(self, fd: int) -> bool:
+    def _still_named(self) -> bool:
         try:
-            return self.path.lstat().st_ino == os.fstat(fd).st_ino
+            return os.lstat(self.path).st_ino == self._ino
         except FileNotFoundError:
             return False
 
@@ -122,6 +123,13 @@ class JournalFile:
     # --- reading ----------------------------------------------------------------------------
 
     def read(self) -> JournalRead:
+        if self._cache is not None:  # the usual case in a run: one stat says it is current
+            try:
+                st = self.path.stat()
+            except FileNotFoundError:
+                return JournalRead([], None)
+            if (st.st_ino, st.st_size, st.st_mtime_ns) == self._cache[0]:
+                return JournalRead(list(self._cache[1]), None)
         try:
             with self.path.open("rb") as file:
                 st = os.fstat(file.fileno())

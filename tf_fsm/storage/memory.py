@@ -38,7 +38,7 @@ from tf_fsm.core.journal import (
 from tf_fsm.core.journal_codec import JournalLineError, JournalRead, decode
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
-from tf_fsm.errors import CorruptStateError, TicketLockedError
+from tf_fsm.errors import TicketLockedError
 from tf_fsm.fs.atomic import json_text
 from tf_fsm.storage.journal_file import JOURNAL_TAIL_BYTES, now_stamp, running_phase_in
 from tf_fsm.storage.journal_lines import complete_lines, journal_data, rebuilt_views
@@ -47,7 +47,12 @@ from tf_fsm.storage.memory_files import MemoryFiles, Records, corrupt_journal, t
 from tf_fsm.storage.protocol import Capabilities
 from tf_fsm.storage.redact import Redactor
 from tf_fsm.storage.redacted_json import redacted_lines
-from tf_fsm.storage.retry_file import backup_name, parse_retry_state, peek_state
+from tf_fsm.storage.retry_file import (
+    backup_name,
+    parse_retry_state,
+    peek_state,
+    retry_count_before,
+)
 from tf_fsm.storage.ticket_id import validate_ticket_id
 from tf_fsm.storage.views import VIEWS, crashed, last_images, view_image
 
@@ -167,6 +172,11 @@ class MemoryStore:
     def sync_journal(self) -> None:
         """Nothing waits: an append is in the journal as soon as it is made."""
 
+    @contextmanager
+    def deferred_views(self) -> Iterator[None]:
+        """Nothing to defer: a view is kept with its image at once."""
+        yield
+
     def repair_views(self, events: list[Event]) -> list[str]:
         if not crashed(events):
             return []
@@ -242,10 +252,7 @@ class MemoryStore:
         found = self._rec.named.get(RETRY_STATE)
         if found is None:
             return None
-        try:
-            count: int | None = self.load_retry_state().retryCount  # type: ignore[union-attr]
-        except CorruptStateError:
-            count = None
+        count = retry_count_before(found[0], self.where / RETRY_STATE, self.ticket_id)
         backup = self.retry_backup_name(now)
         self._rec.named[backup] = self._rec.named.pop(RETRY_STATE)
         reset = RetryStateReset(

@@ -73,6 +73,10 @@ class AgentFiles(Protocol):
         (retry state, journal, lock), or resolves (through a symlink) outside `dir`. Writes
         nothing."""
 
+    def unchecked(self, name: str) -> Path:
+        """Where artifact `name` is, its name checked as `path` checks it, its symlinks not:
+        for a path that is only shown (in a prompt's text), or whose writer checks it."""
+
     def take(self, name: str) -> tuple[str, str] | None:
         """The sha256 and text of the file an agent wrote as artifact `name` (None if there is
         none), after taking any secret out of it: rewritten atomically, and only when the
@@ -124,6 +128,12 @@ class Store(Protocol):
     def sync_journal(self) -> None:
         """Make the journal durable now if an append waits for it (before a write elsewhere
         that must never be on disk ahead of the journal)."""
+
+    def deferred_views(self) -> AbstractContextManager[None]:
+        """Views saved in the block are journaled at once and written when it ends, after
+        one `sync_journal` for all their images (an attempt's start saves two, each of which
+        would need its own): nothing in the block may read them back. However the block
+        ends, the views are written."""
 
     def repair_views(self, events: list[Event]) -> list[str]:
         """When `events` (the journal) does not end with ViewsSynced (the last run was cut

@@ -72,3 +72,11 @@ def peek_state(raw: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def retry_count_before(raw: bytes, path: Path, ticket_id: str) -> int | None:
+    """The retry count a reset journals of the state it moves aside (None for a corrupt one)."""
+    try:
+        return parse_retry_state(raw, path, ticket_id).retryCount
+    except CorruptStateError:
+        return None

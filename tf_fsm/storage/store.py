@@ -36,7 +36,6 @@ from tf_fsm.core.journal import (
 from tf_fsm.core.journal_codec import JournalRead
 from tf_fsm.core.resume import Seen
 from tf_fsm.core.state import RetryState
-from tf_fsm.errors import CorruptStateError
 
 # The atomic writes are re-exported: the rest of tf_fsm writes through the store's module.
 from tf_fsm.fs.atomic import atomic_write_bytes as atomic_write_bytes
@@ -45,6 +44,8 @@ from tf_fsm.fs.atomic import atomic_write_text as atomic_write_text
 from tf_fsm.fs.atomic import disk_errors, fsync_dir, json_text, one_sync, sync_filesystems
 from tf_fsm.fs.atomic import make_dirs as make_dirs
 from tf_fsm.fs.confine import check_within
+from tf_fsm.fs.read import read_bytes, read_with_mtime
+from tf_fsm.storage import retry_file
 from tf_fsm.storage.journal_file import JournalFile, journal_tail, now_stamp, running_phase_in
 from tf_fsm.storage.journal_lines import complete_lines, journal_data, rebuilt_views
 from tf_fsm.storage.layout import CHAIN_CONTEXT, JOURNAL, LOCK, LOCK_OWNER, RETRY_STATE
@@ -91,6 +92,7 @@ class TicketStore:
         self._imaged: set[str] = set()  # views whose after-image this store made durable
         self._changed = False  # this batch wrote something: its end is a durable point
         self._on_durable: Callable[[], None] | None = None  # the batch caller's durable point
+        self._deferred: dict[str, str] | None = None  # views waiting for `deferred_views`' end
         #: the exchange area agents work in: the ticket directory itself
         self.files = TicketFiles(
             self.dir,
@@ -150,6 +152,19 @@ class TicketStore:
         self._sync_dirs()
         self._journal.fsync()
 
+    @contextmanager
+    def deferred_views(self) -> Iterator[None]:
+        """`save_view`'s rule (a view on disk has a durable image) for one fsync in all."""
+        self._deferred, self._deferred_first = {}, False  # first: a view's first image here
+        try:
+            yield
+        finally:
+            pending, self._deferred = self._deferred, None
+            if self._deferred_first:  # an image that must be durable before its view
+                self.sync_journal()
+            for name, text in pending.items():
+                self._write_view(name, text)
+
     def _sync_dirs(self) -> None:
         for directory in sorted(self._unsynced_dirs):
             fsync_dir(directory)
@@ -165,7 +180,7 @@ class TicketStore:
         data = self.redactor(text).encode("utf-8")
         if only_if_changed:
             with suppress(FileNotFoundError):
-                if path.read_bytes() == data:
+                if read_bytes(path) == data:
                     self._written[name] = hashlib.sha256(data).hexdigest()
                     return
         atomic_write_bytes(path, data, within=self.dir, durable=False)
@@ -180,17 +195,15 @@ class TicketStore:
 
     def seen(self, name: str) -> Seen | None:
         """An artifact's sha256 and mtime, for deciding where a resume picks up."""
-        path = self.files.path(name)
         try:
-            data = path.read_bytes()
-            mtime = path.stat().st_mtime_ns
+            data, mtime = read_with_mtime(self.files.path(name))
         except FileNotFoundError:
             return None
         return Seen(hashlib.sha256(data).hexdigest(), mtime)
 
     def read_artifact(self, name: str) -> str | None:
         try:
-            data = self.files.path(name).read_bytes()
+            data = read_bytes(self.files.path(name))
         except FileNotFoundError:
             return None
         return data.decode("utf-8", errors="replace")
@@ -232,9 +245,13 @@ class TicketStore:
         file from it. The first image a store saves of each view is fsynced before the file
         is written: a view on disk then always has an image a crash cannot take away."""
         image, text = view_image(name, content, self.redactor, self.ticket_id, now_stamp())
-        self.append_event(image, durable=name not in self._imaged)
+        first = name not in self._imaged
+        self.append_event(image, durable=first and self._deferred is None)
         self._imaged.add(name)
-        self._write_view(name, text)
+        if self._deferred is None:
+            self._write_view(name, text)
+        else:  # written at the block's end, after the fsync a first image needs
+            self._deferred[name], self._deferred_first = text, self._deferred_first or first
 
     def _write_view(self, name: str, text: str) -> None:
         atomic_write_text(self.dir / name, text, within=self.within, durable=False)
@@ -268,25 +285,17 @@ class TicketStore:
             raw = self.retry_state_path.read_bytes()
         except FileNotFoundError:
             return None
-        try:
-            state = parse_retry_state(raw, self.retry_state_path, self.ticket_id)
-            count_before: int | None = state.retryCount
-        except CorruptStateError:
-            count_before = None
+        count = retry_file.retry_count_before(raw, self.retry_state_path, self.ticket_id)
         # Callers hold the ticket lock, so nobody else creates a backup between check and rename.
         backup = self.dir / self.retry_backup_name(now)
         check_within(backup, self.within)
         with disk_errors(self.retry_state_path, f"move aside to {backup.name}"):
             self.retry_state_path.rename(backup)
             fsync_dir(self.dir)
-        self.append_event(
-            RetryStateReset(
-                ts=timestamp(now),
-                ticket=self.ticket_id,
-                backup=backup.name,
-                retryCountBefore=count_before,
-            )
+        reset = RetryStateReset(
+            ts=timestamp(now), ticket=self.ticket_id, backup=backup.name, retryCountBefore=count
         )
+        self.append_event(reset)
         return backup.name
 
     # --- journal --------------------------------------------------------------------------

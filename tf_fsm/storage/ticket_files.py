@@ -12,6 +12,7 @@ from pathlib import Path
 from tf_fsm.errors import InvalidArtifactNameError, UnsafePathError
 from tf_fsm.fs.atomic import appended_link, atomic_write_bytes
 from tf_fsm.fs.confine import check_within
+from tf_fsm.fs.read import read_bytes
 from tf_fsm.storage.artifact_names import artifact_segments
 from tf_fsm.storage.redact import Redactor
 
@@ -20,7 +21,10 @@ def confined(directory: Path, name: str, what: str) -> Path:
     """The path of artifact `name` in `directory` (`what` names it in the error):
     InvalidArtifactNameError for a name that is not plain segments, or whose path a symlink
     leads out of the directory."""
-    path = directory.joinpath(*artifact_segments(name))
+    return _checked(directory.joinpath(*artifact_segments(name)), directory, name, what)
+
+
+def _checked(path: Path, directory: Path, name: str, what: str) -> Path:
     try:
         check_within(path, directory)
     except UnsafePathError as exc:
@@ -44,16 +48,22 @@ class TicketFiles:
     ) -> None:
         self.dir, self.within = directory, within
         self._redactor, self._appended, self._changed = redactor, appended, changed
+        # name -> its path: the name's checks and the Path object are made once per store
+        # (what a name means never changes; where its links lead is checked every time)
+        self._paths: dict[str, Path] = {}
 
     def path(self, name: str) -> Path:
         """`name` is a file name or a relative path of plain segments (`prompts/a-1/x.md`); a
         symlink inside the ticket directory must not lead a read or a write elsewhere."""
-        return confined(self.dir, name, "the ticket directory")
+        return _checked(self.unchecked(name), self.dir, name, "the ticket directory")
 
     def unchecked(self, name: str) -> Path:
         """The path `name` names, once the name itself is valid (its links not checked yet:
         a write checks them itself)."""
-        return self.dir.joinpath(*artifact_segments(name))
+        path = self._paths.get(name)
+        if path is None:
+            path = self._paths[name] = self.dir.joinpath(*artifact_segments(name))
+        return path
 
     def take(self, name: str) -> tuple[str, str] | None:
         """The sha256 and text of the file an agent wrote (None if there is none), after taking
@@ -61,7 +71,7 @@ class TicketFiles:
         something. Bytes that are not UTF-8 are kept as they are."""
         path = self.unchecked(name)
         try:
-            data = path.read_bytes()
+            data = read_bytes(path)
         except FileNotFoundError:
             return None
         text = data.decode("utf-8", "surrogateescape")

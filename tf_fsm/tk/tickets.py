@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tf_fsm.errors import TicketError
+from tf_fsm.fs.read import read_bytes
 from tf_fsm.tk.backlog import TICKETS_ENV as TICKETS_ENV
 from tf_fsm.tk.backlog import Backlog as Backlog
 from tf_fsm.tk.backlog import ScanCache as ScanCache
@@ -80,7 +81,7 @@ def read(root: Path, ticket_id: str) -> Ticket:
     try:
         # bytes, not read_text: universal newlines would turn CRLF into LF and a lone CR into a
         # line break, and an edit written back from that text would rewrite every line ending
-        text = path.read_bytes().decode("utf-8")
+        text = read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         raise TicketError(path, f"ticket {ticket_id} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
