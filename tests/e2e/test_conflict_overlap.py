@@ -67,10 +67,29 @@ def overlap_plan() -> dict[str, Any]:
     }
 
 
+def meeting(proj: Project) -> list[dict[str, Any]]:
+    """Pause rules that hold each ticket's second fix until the other's has begun: the two
+    second attempts then run side by side on any machine, however slow (a fixed pause would
+    let one finish first under load)."""
+    return [
+        {
+            "phase": "fix",
+            "attempt": 2,
+            "ticket": ticket,
+            "touch": str(proj.sync / f"{ticket}-fix"),
+            "until": str(proj.sync / f"{other}-fix"),
+        }
+        for ticket, other in (("pt-1", "pt-2"), ("pt-2", "pt-1"))
+    ]
+
+
 def run_backlog(proj: Project, avoid: bool) -> dict[str, Any]:
     settings = {"workspace": {"mode": "worktree", "conflicts": {"avoidOverlap": avoid}}}
     proj.create(["pt-1", "pt-2"], settings, files={"shared.txt": SHARED})
-    proj.plan(**overlap_plan())
+    plan = overlap_plan()
+    if not avoid:  # kept apart, the two would wait for each other in vain
+        plan["pause"] = [*meeting(proj), *plan["pause"][1:]]
+    proj.plan(**plan)
     done = proj.cli("ralph", "--workers", "2")
     assert done.returncode == 0, done.stderr
     return {"stderr": done.stderr, "rows": proj.status_json()}
