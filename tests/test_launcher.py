@@ -149,3 +149,27 @@ def test_a_forked_process_gets_a_launcher_of_its_own(tmp_path: Path) -> None:
         assert answer.read() == b"1"
     os.waitpid(pid, 0)
     assert first.alive() and launcher.launcher() is first  # the parent's own serves on
+
+
+def test_a_forked_child_lets_go_of_its_parents_line_to_the_launcher() -> None:
+    """A process forked without exec (tk's reader, the loop's fork server) holds no copy of
+    its parent's line to the launcher: the launcher ends the parent's children when that line
+    ends, which such a copy would put off for as long as the child lives."""
+    boot = launcher.launcher()
+    assert boot is not None
+    line = boot.control.fileno()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(reader)
+        try:
+            os.fstat(line)
+            os.write(writer, b"held")
+        except OSError:
+            os.write(writer, b"let go")
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as answer:
+        assert answer.read() == b"let go"
+    os.waitpid(pid, 0)
+    assert boot.alive() and launcher.launcher() is boot  # the parent's line is untouched

@@ -163,6 +163,22 @@ def available() -> bool:
     return sys.platform == "linux" and hasattr(os, "pidfd_open") and hasattr(os, "memfd_create")
 
 
+def _forget_in_child() -> None:
+    """A process forked without exec (the loop's fork server, tk's reader) lets go of its
+    parent's line to the launcher: the launcher ends the parent's children when that line
+    ends, which a child holding it would put off for as long as it lives. The lock is made
+    anew: another thread may have held it at the fork. The child's first start gets a
+    launcher of its own."""
+    global _LOCK
+    _LOCK = threading.Lock()
+    for held in _CURRENT:
+        held.control.close()
+    _CURRENT.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def launcher(dead: Launcher | None = None) -> Launcher | None:
     """This process's launcher, started at the first call, and again when it died (`dead`:
     one the caller found dead); None where the system cannot run one."""
