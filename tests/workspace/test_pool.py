@@ -5,6 +5,7 @@ holds more than its size; two processes never get the same worktree. Real reposi
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.gitrepo import commit_all, git, init_repo, isolate
 from tests.workspace.test_worktree import assert_complete, registered, tree_of
 from tf_fsm.settings.load import LoadedSettings, settings_from_dict
 from tf_fsm.workspace.pool import idle, pool_of
+from tf_fsm.workspace.removal import discard_idle
 from tf_fsm.workspace.worktree import ensure, find, remove
 
 FILES = {"src/app.py": "v1\n", ".gitignore": ".tf/knowledge/\n.tf/ralph/\n*.log\n.venv/\n"}
@@ -178,3 +180,25 @@ def test_two_processes_never_take_the_same_pooled_worktree(
         assert_complete(repo, ticket)
     assert len({(tree_of(repo, t) / ".git").read_text() for t in ("pt-1", "pt-2", "pt-3")}) == 3
     assert pooled(repo) == []
+
+
+def test_a_pooled_directory_git_no_longer_knows_is_neither_counted_nor_taken(
+    repo: Path,
+) -> None:
+    conf = settings_from_dict({})  # a pool of one
+    ensure(repo, conf, "pt-1", "main")
+    set_down(repo, "pt-1", conf)
+    slot = tree_of(repo, ".pool-1")
+    admin = Path((slot / ".git").read_text().removeprefix("gitdir: ").strip())
+    shutil.rmtree(admin)  # its entry gone from git's registry (a person's doing)
+    assert idle(pool_of(repo, conf)) == []  # not counted: the next one may wait beside it
+    _, notes = ensure(repo, conf, "pt-2", "main")
+    assert not any(n.startswith("took a worktree") for n in notes)
+    assert_complete(repo, "pt-2")
+    set_down(repo, "pt-2", conf)
+    assert pooled(repo) == [".pool-1", ".pool-2"]
+    notes = discard_idle(pool_of(repo, conf), repo / ".git")
+    assert notes == [
+        f"left {slot} alone: git's registry does not name it",
+        f"removed the pooled worktree {tree_of(repo, '.pool-2')}",
+    ]

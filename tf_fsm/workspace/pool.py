@@ -62,12 +62,26 @@ def pool_of(root: Path, settings: LoadedSettings, *, workers: int = 1) -> Pool:
 
 
 def idle(pool: Pool) -> list[Path]:
-    """The pooled worktrees waiting for a ticket (their directories), by name."""
+    """The pooled worktrees waiting for a ticket (their directories), by name: those git's
+    registry names (`slots` has every directory of the pool's)."""
+    return [slot for slot in slots(pool) if _entry_of(slot) is not None]
+
+
+def slots(pool: Pool) -> list[Path]:
+    """Every directory named as a pooled worktree, whole or not, by name."""
     try:
-        found = sorted(p for p in pool.directory.iterdir() if p.name.startswith(POOL_PREFIX))
+        return sorted(p for p in pool.directory.iterdir() if p.name.startswith(POOL_PREFIX))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [path for path in found if gitfile_target(path) is not None]
+
+
+def _entry_of(slot: Path) -> Path | None:
+    """The entry of git's registry the pooled worktree `slot` belongs to, when its `.git` file
+    names one that registers it."""
+    admin = gitfile_target(slot)
+    if admin is None or registered_tree(admin) != Path(os.path.realpath(slot)):
+        return None
+    return admin
 
 
 def park(pool: Pool, tree: Path, admin: Path) -> Path | None:
@@ -88,17 +102,14 @@ def park(pool: Pool, tree: Path, admin: Path) -> Path | None:
     return slot
 
 
-def take(pool: Pool, common: Path, tree: Path) -> Path | None:
+def take(pool: Pool, tree: Path) -> Path | None:
     """Move a pooled worktree to `tree`, claimed (see `finish_claim`): its entry in git's
     registry, or None when no pooled worktree waits."""
     for slot in idle(pool):
-        admin = gitfile_target(slot)
-        if admin is None or not admin.is_relative_to(common.resolve() / "worktrees"):
-            continue
-        if registered_tree(admin) != Path(os.path.realpath(slot)):
-            continue  # not the entry that registers it: left for `git worktree` to repair
-        _move(admin, slot, tree, locked=_CLAIMED)
-        return admin
+        admin = _entry_of(slot)
+        if admin is not None:
+            _move(admin, slot, tree, locked=_CLAIMED)
+            return admin
     return None
 
 

@@ -17,7 +17,7 @@ from tf_fsm.workspace.git import Git
 from tf_fsm.workspace.leftover import clear_leftover, foreign, only_mirror
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.model import Workspace
-from tf_fsm.workspace.pool import Pool, claimed, idle, park, settle
+from tf_fsm.workspace.pool import Pool, claimed, park, settle, slots
 from tf_fsm.workspace.registry import entries, git_at_work, named, ready, registers, settled
 
 
@@ -88,7 +88,7 @@ def discard_idle(pool: Pool, common: Path) -> list[str]:
     """Remove every worktree waiting in `pool` (git's record of it, then its files)."""
     with worktree_registry(common):
         notes = settle(common)
-        for slot in idle(pool):
+        for slot in slots(pool):
             entry = ready(common, slot)
             if entry is None:
                 notes.append(f"left {slot} alone: git's registry does not name it")

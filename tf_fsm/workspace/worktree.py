@@ -108,7 +108,7 @@ def ensure(
         if entry is None:
             notes += ensure_ignored(git, common, root, settings)
             notes += clear(git, common, tree, removing=False, mirror=mirror)
-            notes += _take(pool, common, tree, branch) or _add(git, tree, branch, base)
+            notes += _take(pool, tree, branch) or _add(git, tree, branch, base)
             entry = ready(common, tree)
             if entry is None:  # git said it made it: its registry says otherwise
                 raise WorkspaceError(f"git worktree add did not register {tree}")
@@ -186,10 +186,10 @@ def _add(git: Git, tree: Path, branch: str, base: str) -> list[str]:
     return [f"made the worktree {tree} from the branch {branch} at {tip[:12]}, its last commit"]
 
 
-def _take(pool: Pool, common: Path, tree: Path, branch: str) -> list[str]:
+def _take(pool: Pool, tree: Path, branch: str) -> list[str]:
     """A worktree from the pool moved to `tree` for the branch (its checkout is `_check_out`);
     no note when none waits there."""
-    admin = take(pool, common, tree)
+    admin = take(pool, tree)
     if admin is None:
         return []
     return [f"took a worktree from the pool for {branch}: {tree}"]
