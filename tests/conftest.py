@@ -53,31 +53,6 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-#: where the tests' temporary directories go when the machine has a RAM file system with room:
-#: tf_fsm fsyncs every durable point, and on a disk those syncs, and the deletion of the crash
-#: harness's thousands of state directories, were three quarters of the power-loss tests' time. No
-#: test judges what a disk keeps after a crash (the crash harness models it, tests/crash), so
-#: the files are as real there. PYTEST_DEBUG_TEMPROOT or --basetemp, when given, win.
-RAM_TEMP_ROOT = Path("/dev/shm")
-RAM_TEMP_MIN_FREE = 2 << 30
-
-
-def _ram_temp_root() -> Path | None:
-    try:
-        free = os.statvfs(RAM_TEMP_ROOT)
-    except OSError:
-        return None
-    room = free.f_bavail * free.f_frsize >= RAM_TEMP_MIN_FREE
-    return RAM_TEMP_ROOT if room and os.access(RAM_TEMP_ROOT, os.W_OK | os.X_OK) else None
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if config.option.basetemp is None and "PYTEST_DEBUG_TEMPROOT" not in os.environ:
-        root = _ram_temp_root()
-        if root is not None:
-            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(config.rootpath).as_posix()
@@ -104,8 +79,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own empty project root, and tf_fsm is pointed at it."""
     root = tmp_path / "project"
     (root / ".tf" / "config").mkdir(parents=True)
-    # the processes a test starts (a project's own pytest among them) keep their TMPDIR's rule
-    monkeypatch.delenv("PYTEST_DEBUG_TEMPROOT", raising=False)
     monkeypatch.setenv("TF_FSM_ROOT", str(root))
     monkeypatch.chdir(root)
     return root
