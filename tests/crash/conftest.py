@@ -9,6 +9,7 @@ See docs/crash-testing.md.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,12 @@ def knob(name: str, default: int) -> int:
 
 
 SOAK = max(1, knob("TF_FSM_CRASH_SOAK", 1))
+#: where the power-loss states are materialized and run again, when it is a RAM file system
+#: with room: each rerun fsyncs its durable points, and on a disk those syncs and the removal
+#: of each passed state's directory were three quarters of the module's time. The model
+#: decides what a power cut keeps (tests/crash/model.py), not the disk the rerun runs on.
+#: The git trials stay on the disk: a worktree's checkout there is slow enough to be cut short.
+RAM_DIR, RAM_MIN_FREE = Path("/dev/shm"), 1 << 30
 SEED = knob("TF_FSM_CRASH_SEED", DEFAULT_SEED)
 ONLY = knob("TF_FSM_CRASH_ONLY", -1)
 
@@ -60,6 +67,34 @@ def record(root: Path, workflow: dict[str, Any]) -> Recording:
     assert (reference.state["status"], reference.state["retryCount"]) == ("closed", 0)
     assert lifecycle.problems(root, reference) == []  # the reference passes its own checks
     return Recording(workflow, files, dirs, recorder.ops, reference)
+
+
+def _ram_dir() -> Path | None:
+    try:
+        free = os.statvfs(RAM_DIR)
+    except OSError:
+        return None
+    room = free.f_bavail * free.f_frsize >= RAM_MIN_FREE
+    return RAM_DIR if room and os.access(RAM_DIR, os.W_OK | os.X_OK) else None
+
+
+@pytest.fixture(scope="session")
+def states_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory for crash states (RAM_DIR when it can, else pytest's temporary directory).
+    A state that passed removes its own directory; a failing one's is kept, to be looked at."""
+    ram = _ram_dir()
+    if ram is None:
+        yield tmp_path_factory.mktemp("states")
+        return
+    root = Path(tempfile.mkdtemp(prefix="tf-fsm-crash-states-", dir=ram))
+    yield root
+    for place in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        if place.is_dir() and not any(place.iterdir()):
+            place.rmdir()
+    if any(root.iterdir()):
+        print(f"\nthe failing crash states are kept in {root}")
+    else:
+        root.rmdir()
 
 
 @pytest.fixture(scope="session")

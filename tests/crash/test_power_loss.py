@@ -52,24 +52,22 @@ def run_states(
 
 
 @pytest.fixture(scope="module")
-def tried(recording: Recording, tmp_path_factory: pytest.TempPathFactory) -> Tried:
-    tmp = tmp_path_factory.mktemp("states")
+def tried(recording: Recording, states_dir: Path) -> Tried:
+    tmp = states_dir / "states"
     return run_states(recording, STATES * SOAK, tmp, f"power loss (seed {SEED})")
 
 
 @pytest.fixture(scope="module")
-def tried_full(full_recording: Recording, tmp_path_factory: pytest.TempPathFactory) -> Tried:
-    tmp = tmp_path_factory.mktemp("states-full")
+def tried_full(full_recording: Recording, states_dir: Path) -> Tried:
+    tmp = states_dir / "states-full"
     label = f"power loss, research and closer on (seed {SEED})"
     return run_states(full_recording, FULL_STATES * SOAK, tmp, label)
 
 
 @pytest.fixture(scope="module")
-def tried_lost(
-    recording: Recording, full_recording: Recording, tmp_path_factory: pytest.TempPathFactory
-) -> Tried:
+def tried_lost(recording: Recording, full_recording: Recording, states_dir: Path) -> Tried:
     """At each durable phase completion, each file a power cut could take alone, taken."""
-    tmp = tmp_path_factory.mktemp("states-lost")
+    tmp = states_dir / "states-lost"
     tried = Tried(f"a file lost alone (seed {SEED})", [], Counter())
     for name, rec in (("lifecycle", recording), ("full", full_recording)):
         plan = LossPlan.of(rec, SEED)

@@ -176,7 +176,9 @@ def test_a_cancelled_workflow_ends_its_running_attempt(project: Path, temporal: 
 
     holder, took = temporal.run(cancelled())
 
-    assert took < 5.0  # one heartbeat (0.5 s), then the group's end; the agent sleeps 30 s
+    # one heartbeat (0.5 s), then the group's end; the agent sleeps 30 s: half of that is room
+    # for a busy machine and still tells the two apart
+    assert took < 15.0
     with pytest.raises(ProcessLookupError):
         os.kill(holder, 0)
 

@@ -174,7 +174,7 @@ BILLION_LAUGHS = _laughs()
 def test_hostile_or_broken_input_is_none(text: str) -> None:
     started = time.monotonic()
     assert failing_tests(text) is None
-    assert time.monotonic() - started < 2  # refused, not expanded
+    assert time.monotonic() - started < 10  # refused, not expanded (that takes milliseconds)
 
 
 def test_a_doctype_is_refused_in_any_encoding() -> None:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import tk_ticket
+from tests.conftest import tk_ticket, wait_for
 from tests.gitrepo import commit_all, git, init_repo, isolate, status
 from tf_fsm.errors import WorkspaceError
 from tf_fsm.workspace.merge import (
@@ -559,6 +558,13 @@ with merge_lock(Path(sys.argv[1])):
 """
 
 
+def _waits_on_a_flock(pid: int) -> bool:
+    with open("/proc/locks", encoding="utf-8") as locks:
+        return any(
+            line.split()[1:3] == ["->", "FLOCK"] and line.split()[5] == str(pid) for line in locks
+        )
+
+
 def test_the_merge_lock_lets_one_process_merge_at_a_time(tmp_path: Path) -> None:
     root = tmp_path / "queue"
     root.mkdir()
@@ -567,7 +573,8 @@ def test_the_merge_lock_lets_one_process_merge_at_a_time(tmp_path: Path) -> None
         waiting = subprocess.Popen(
             [sys.executable, "-c", LOCK_TAKER, str(root)], stdout=subprocess.PIPE, text=True
         )
-        time.sleep(0.5)
+        # the kernel lists it as a waiter of the lock's flock ("->"): it reached the queue
+        wait_for(lambda: _waits_on_a_flock(waiting.pid), 30, "the second process waiting")
         assert waiting.poll() is None  # still waiting for the queue
     out, _ = waiting.communicate(timeout=30)
     assert waiting.returncode == 0 and out == "got the merge queue\n"
