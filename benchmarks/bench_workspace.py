@@ -232,6 +232,7 @@ def run_tickets(root: Path, count: int, pool_state: str) -> tuple[list[Step], li
         def tf_side(n: int = n) -> None:
             if pool_state == "cold":
                 discard_idle(pool, common)
+                os.sync()  # untimed, as the emptying: its deletions' writeback too
             ours.append(tf_fsm_ticket(root, settings, f"tf-{n:03d}", n, pool))
 
         def hand_side(n: int = n) -> None:
@@ -239,6 +240,7 @@ def run_tickets(root: Path, count: int, pool_state: str) -> tuple[list[Step], li
 
         sides: list[Callable[[], None]] = [tf_side, hand_side]
         for side in sides if n % 2 == 0 else sides[::-1]:
+            os.sync()  # untimed: neither side pays for the writeback of what the other wrote
             side()
     return ours[1:], theirs[1:]
 
