@@ -192,6 +192,7 @@ BOUNDS = [
     ("ralph.parallelWorkers", 256),
     ("ralph.maxIterations", 100000),
     ("workspace.conflicts.maxAttempts", 10),
+    ("workspace.poolSize", 256),
     ("temporal.heartbeatTimeoutSeconds", 86400),
 ]
 

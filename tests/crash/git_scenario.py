@@ -293,9 +293,11 @@ def git_problems(root: Path, reference: GitFinal) -> list[str]:
 def _left_behind(root: Path) -> list[str]:
     """Worktrees, ticket branches, merge state and locks left."""
     found = []
-    trees = git(root, "worktree", "list", "--porcelain").count("worktree ")
-    if trees != 1:
-        found.append(f"{trees - 1} worktree(s) left")
+    listed = git(root, "worktree", "list", "--porcelain").split("\n\n")[1:]
+    # the ticket's worktree waits in the pool of one worker's loop, detached, once it is done
+    pooled = [w for w in listed if "/.pool-" in w.split("\n", 1)[0] and "\ndetached" in w]
+    if len(listed) > len(pooled) or len(pooled) > 1:
+        found.append(f"{len(listed)} worktree(s) left, {len(pooled)} of them pooled")
     if branches := git(root, "for-each-ref", "--format=%(refname)", "refs/heads/tf/"):
         found.append(f"ticket branches left: {branches.split()}")
     dot_git = root / ".git"
