@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,22 +133,35 @@ def test_a_launcher_killed_from_outside_takes_no_child_with_it_unended(tmp_path:
     assert renewed is not None and renewed is not boot and int(again) == renewed.server.pid
 
 
-def test_a_forked_process_gets_a_launcher_of_its_own(tmp_path: Path) -> None:
-    first = launcher.launcher()
-    assert first is not None
+def _in_a_forked_child(answer: Callable[[], bytes]) -> bytes:
+    """What `answer` returns in a child forked without exec (reported through a pipe)."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through the pipe
         os.close(reader)
-        mine = launcher.launcher()
-        said = run_process([PY, "-c", "import os; print(os.getppid())"], cwd=tmp_path).stdout
-        ok = mine is not None and mine is not first and int(said) == mine.server.pid
-        os.write(writer, b"1" if ok else b"0")
+        os.write(writer, answer())
         os._exit(0)
     os.close(writer)
-    with os.fdopen(reader, "rb") as answer:
-        assert answer.read() == b"1"
+    with os.fdopen(reader, "rb") as said:
+        got = said.read()
     os.waitpid(pid, 0)
+    return got
+
+
+def test_a_forked_process_gets_a_launcher_of_its_own(tmp_path: Path) -> None:
+    first = launcher.launcher()
+    assert first is not None
+
+    def own_launcher() -> bytes:
+        mine = launcher.launcher()
+        said = run_process([PY, "-c", "import os; print(os.getppid())"], cwd=tmp_path).stdout
+        return (
+            b"1"
+            if mine is not None and mine is not first and int(said) == mine.server.pid
+            else b"0"
+        )
+
+    assert _in_a_forked_child(own_launcher) == b"1"
     assert first.alive() and launcher.launcher() is first  # the parent's own serves on
 
 
@@ -158,18 +172,13 @@ def test_a_forked_child_lets_go_of_its_parents_line_to_the_launcher() -> None:
     boot = launcher.launcher()
     assert boot is not None
     line = boot.control.fileno()
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        os.close(reader)
+
+    def holds_the_line() -> bytes:
         try:
             os.fstat(line)
-            os.write(writer, b"held")
         except OSError:
-            os.write(writer, b"let go")
-        os._exit(0)
-    os.close(writer)
-    with os.fdopen(reader, "rb") as answer:
-        assert answer.read() == b"let go"
-    os.waitpid(pid, 0)
+            return b"let go"
+        return b"held"
+
+    assert _in_a_forked_child(holds_the_line) == b"let go"
     assert boot.alive() and launcher.launcher() is boot  # the parent's line is untouched

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -92,13 +93,23 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return init_repo(tmp_path / "repo", FILES, ignores=False)
 
 
+def every_kill_point(trial: Callable[[int], bool], what: str) -> None:
+    """`trial(n)` for n = 1, 2, ... until its operation ends unkilled (it says whether it was
+    killed); more than a few of them killed in it, not only before it began."""
+    for at in range(1, MOST):
+        if not trial(at):
+            assert at > 5, at
+            return
+    pytest.fail(f"{what} made more than {MOST} file changes")
+
+
 def test_a_worktree_set_down_into_the_pool_killed_at_any_instant_loses_nothing(
     repo: Path,
 ) -> None:
     conf = settings_from_dict({})
     ensure(repo, conf, "pt-1", "main")
-    trials = 0
-    for at in range(1, MOST):
+
+    def trial(at: int) -> bool:
         mess(tree_of(repo), at)
         killed = killed_at(repo, PARK, at)
         ws = find(repo, conf, "pt-1")
@@ -112,12 +123,9 @@ def test_a_worktree_set_down_into_the_pool_killed_at_any_instant_loses_nothing(
         assert f"todo of trial {at}\n".strip() in kept(repo)  # nothing uncommitted lost
         ensure(repo, conf, "pt-1", "main")  # back for the next trial, from the pool
         assert_complete(repo)
-        trials += 1
-        if not killed:
-            break
-    else:
-        pytest.fail(f"setting a worktree down made more than {MOST} file changes")
-    assert trials > 5, trials  # the kills fell inside it, not only before it began
+        return killed
+
+    every_kill_point(trial, "setting a worktree down")
 
 
 def test_a_pooled_worktree_taken_killed_at_any_instant_is_never_handed_over_half_made(
@@ -125,8 +133,8 @@ def test_a_pooled_worktree_taken_killed_at_any_instant_is_never_handed_over_half
 ) -> None:
     conf = settings_from_dict({})
     ensure(repo, conf, "pt-1", "main")
-    trials = 0
-    for at in range(1, MOST):
+
+    def trial(at: int) -> bool:
         mess(tree_of(repo), at)
         remove(find(repo, conf, "pt-1"), delete_branch=False, pool=pool_of(repo, conf))  # type: ignore[arg-type]
         killed = killed_at(repo, TAKE, at)
@@ -141,9 +149,6 @@ def test_a_pooled_worktree_taken_killed_at_any_instant_is_never_handed_over_half
         remove(ws, delete_branch=True, pool=pool_of(repo, conf))
         ensure(repo, conf, "pt-1", "main")
         assert_complete(repo)
-        trials += 1
-        if not killed:
-            break
-    else:
-        pytest.fail(f"taking a pooled worktree made more than {MOST} file changes")
-    assert trials > 5, trials
+        return killed
+
+    every_kill_point(trial, "taking a pooled worktree")

@@ -9,8 +9,7 @@ from typing import Any
 from tf_fsm.settings.load import LoadedSettings
 from tf_fsm.views.workspaces import disk_usage, human_size, no_repository
 from tf_fsm.workspace.agent_files import read_if_present
-from tf_fsm.workspace.leftover import gitfile_target
-from tf_fsm.workspace.pool import idle, pool_of
+from tf_fsm.workspace.pool import entry_of, idle, pool_of
 
 
 def pool_rows(root: Path, settings: LoadedSettings) -> list[dict[str, Any]] | None:
@@ -20,7 +19,7 @@ def pool_rows(root: Path, settings: LoadedSettings) -> list[dict[str, Any]] | No
         return None
     rows = []
     for slot in idle(pool_of(root, settings)):
-        admin = gitfile_target(slot)
+        admin = entry_of(slot)
         head = (read_if_present(admin / "HEAD") or "").strip() if admin is not None else ""
         rows.append({"path": str(slot), "size": disk_usage(slot), "head": head or None})
     return rows

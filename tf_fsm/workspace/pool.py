@@ -30,6 +30,7 @@ from tf_fsm.workspace.git import Git, said
 from tf_fsm.workspace.leftover import gitfile_target
 from tf_fsm.workspace.locks import registered_tree
 from tf_fsm.workspace.model import worktrees_dir
+from tf_fsm.workspace.registry import entries
 
 #: the name a pooled worktree's directory starts with (a ticket id starts with a letter,
 #: digit or `_`, so no ticket's worktree is ever named so)
@@ -64,7 +65,7 @@ def pool_of(root: Path, settings: LoadedSettings, *, workers: int = 1) -> Pool:
 def idle(pool: Pool) -> list[Path]:
     """The pooled worktrees waiting for a ticket (their directories), by name: those git's
     registry names (`slots` has every directory of the pool's)."""
-    return [slot for slot in slots(pool) if _entry_of(slot) is not None]
+    return [slot for slot in slots(pool) if entry_of(slot) is not None]
 
 
 def slots(pool: Pool) -> list[Path]:
@@ -75,7 +76,7 @@ def slots(pool: Pool) -> list[Path]:
         return []
 
 
-def _entry_of(slot: Path) -> Path | None:
+def entry_of(slot: Path) -> Path | None:
     """The entry of git's registry the pooled worktree `slot` belongs to, when its `.git` file
     names one that registers it."""
     admin = gitfile_target(slot)
@@ -105,10 +106,10 @@ def park(pool: Pool, tree: Path, admin: Path) -> Path | None:
 def take(pool: Pool, tree: Path) -> Path | None:
     """Move a pooled worktree to `tree`, claimed (see `finish_claim`): its entry in git's
     registry, or None when no pooled worktree waits."""
-    for slot in idle(pool):
-        admin = _entry_of(slot)
+    for slot in slots(pool):
+        admin = entry_of(slot)
         if admin is not None:
-            _move(admin, slot, tree, locked=_CLAIMED)
+            _move(admin, slot, tree, claim=True)
             return admin
     return None
 
@@ -143,33 +144,28 @@ def finish_claim(pool: Pool, tree: Path, admin: Path, branch: str, start: str | 
 
 def settle(common: Path) -> list[str]:
     """Finish the moves a kill cut short (their entry's `locked` file names them), and say so."""
-    try:
-        admins = sorted(p for p in (common / "worktrees").iterdir() if p.is_dir())
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     notes = []
-    for admin in admins:
-        lines = (read_if_present(admin / "locked") or "").split("\n")
+    for entry in entries(common):
+        lines = (entry.locked or "").split("\n")
         if lines[0] == _MOVING and len(lines) >= 3:
             source, target = Path(lines[1]), Path(lines[2])
-            _finish_move(admin, source, target, lines[3:4] == ["claimed"])
+            _finish_move(entry.admin, source, target, claim=lines[3:4] == ["claimed"])
             notes.append(f"finished moving the worktree {source} to {target}")
     return notes
 
 
-def _move(admin: Path, source: Path, target: Path, *, locked: str | None = None) -> None:
-    """Register the worktree at `source` as at `target`, then move it there. `locked`: what
-    the entry's `locked` file says once moved (None: it has none)."""
+def _move(admin: Path, source: Path, target: Path, *, claim: bool = False) -> None:
+    """Register the worktree at `source` as at `target`, then move it there; `claim`: taken
+    for a ticket (its entry stays locked until `finish_claim`)."""
     if "\n" in f"{source}{target}":
         raise WorkspaceError(f"a worktree path with a line break cannot be moved: {source}")
-    claim = ["claimed"] if locked == _CLAIMED else []
-    record = "\n".join([_MOVING, str(source), str(target), *claim]) + "\n"
+    record = "\n".join([_MOVING, str(source), str(target), *(["claimed"] if claim else [])])
     # the one write made durable: after a power loss, it is what lets `settle` redo the rest
-    atomic_write_text(admin / "locked", record, within=admin)
-    _finish_move(admin, source, target, bool(claim))
+    atomic_write_text(admin / "locked", record + "\n", within=admin)
+    _finish_move(admin, source, target, claim=claim)
 
 
-def _finish_move(admin: Path, source: Path, target: Path, claim: bool) -> None:
+def _finish_move(admin: Path, source: Path, target: Path, *, claim: bool) -> None:
     atomic_write_text(admin / "gitdir", f"{target / '.git'}\n", within=admin, durable=False)
     if os.path.lexists(source):
         if os.path.lexists(target):

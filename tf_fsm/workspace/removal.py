@@ -17,8 +17,8 @@ from tf_fsm.workspace.git import Git
 from tf_fsm.workspace.leftover import clear_leftover, foreign, only_mirror
 from tf_fsm.workspace.locks import worktree_registry
 from tf_fsm.workspace.model import Workspace
-from tf_fsm.workspace.pool import Pool, claimed, park, settle, slots
-from tf_fsm.workspace.registry import entries, git_at_work, named, ready, registers, settled
+from tf_fsm.workspace.pool import Pool, claimed, entry_of, park, settle, slots
+from tf_fsm.workspace.registry import entries, git_at_work, named, registers, settled
 
 
 def clear(
@@ -89,11 +89,11 @@ def discard_idle(pool: Pool, common: Path) -> list[str]:
     with worktree_registry(common):
         notes = settle(common)
         for slot in slots(pool):
-            entry = ready(common, slot)
-            if entry is None:
+            admin = entry_of(slot)
+            if admin is None:
                 notes.append(f"left {slot} alone: git's registry does not name it")
                 continue
-            _discard(slot, entry.admin)
+            _discard(slot, admin)
             notes.append(f"removed the pooled worktree {slot}")
     return notes
 

@@ -100,9 +100,7 @@ def ensure(
     mirror = ticket_dir_in(tree, root, knowledge_dir(root, settings) / "tickets" / ticket_id)
     pool = pool_of(root, settings)
     with worktree_registry(common):
-        notes = settle(common)
-        admins = [e.admin for e in entries(common) if registers(e, tree)]
-        notes += clear_locks(common, admins, root, tree, branch, ticket_id)
+        notes = _repair(common, root, tree, branch, ticket_id)
         entry = settled(root, common, tree)
         made = entry is None or claimed(entry.admin)
         if entry is None:
@@ -148,9 +146,7 @@ def remove(
     if tip is not None:
         _check_deletable(ws, git, own, merged=merged, force=force)
     with worktree_registry(common):
-        notes = settle(common)
-        admins = [e.admin for e in entries(common) if registers(e, ws.tree)]
-        notes += clear_locks(common, admins, ws.root, ws.tree, ws.branch, ws.ticket_id)
+        notes = _repair(common, ws.root, ws.tree, ws.branch, ws.ticket_id)
         notes += remove_tree(ws, common, pool)
     if tip is not None:
         if not merged:
@@ -159,6 +155,15 @@ def remove(
         git.run("update-ref", "-m", "tf-fsm: remove", "-d", f"refs/heads/{ws.branch}", tip)
         notes.append(f"deleted the branch {ws.branch} (it was at {tip[:12]})")
     return notes
+
+
+def _repair(common: Path, root: Path, tree: Path, branch: str, ticket_id: str) -> list[str]:
+    """What a killed tf-fsm or git left in the way of making or removing the worktree at
+    `tree` (under the registry's lock): a pool move cut short, finished; git's stale locks
+    on the worktree's entry and the ticket's refs, removed."""
+    notes = settle(common)
+    admins = [e.admin for e in entries(common) if registers(e, tree)]
+    return notes + clear_locks(common, admins, root, tree, branch, ticket_id)
 
 
 # -- the branch ------------------------------------------------------------------------
