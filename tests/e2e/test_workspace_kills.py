@@ -467,28 +467,34 @@ def test_a_merge_killed_half_way_at_the_root_is_undone_after_another_ticket_merg
 #: a `git` first on PATH (tf_fsm's own git runs no hook to hold it with): the first time it is
 #: asked to delete a ticket branch, it says so (`held`) and sleeps instead; tf-fsm is killed
 #: meanwhile, and the parent-death signal ends it. Any other command is the real git.
+#: a git that stops for good (until tf-fsm is killed) in the first deletion of a ticket
+#: branch, before it (`during`: the ref is locked) or after it (`after`: the branch is gone)
 HOLD_BRANCH_DELETION = """#!/bin/sh
 case "$*" in
     *update-ref*" -d refs/heads/tf/"*)
-        if [ ! -e "{held}" ]; then echo held > "{held}"; exec sleep 600; fi;;
+        if [ ! -e "{held}" ]; then {after}echo held > "{held}"; exec sleep 600; fi;;
 esac
 exec {git} "$@"
 """
+AFTER_DELETION = {"during": "", "after": '{git} "$@" || exit $?; '}
 
 
+@pytest.mark.parametrize("when", ["during", "after"])
 @pytest.mark.parametrize("rerun", [["run", "pt-1"], ["ralph"]])
 def test_a_kill_while_a_merged_tickets_branch_is_deleted_is_finished_by_the_rerun(
-    proj: Project, rerun: list[str], monkeypatch: pytest.MonkeyPatch
+    proj: Project, rerun: list[str], when: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An instant the removal trials hit by chance, hit every time: the ticket is merged and
-    closed, its worktree removed, its branch being deleted (its ref locked) when tf-fsm is
-    killed. The rerun, `run` or the loop (which finds the branch without a worktree), deletes
-    the branch and journals the removal; nothing is merged again."""
+    """Instants the removal trials hit by chance, hit every time: the ticket is merged and
+    closed, its worktree removed, its branch being deleted (its ref locked) or deleted, when
+    tf-fsm is killed. The rerun, `run` or the loop (which finds the branch without a worktree,
+    or the removal's mark), deletes the branch and journals the removal; nothing is merged
+    again, and the mark goes."""
     proj.create(["pt-1"], {"workspace": {"mode": "worktree"}})
     held = proj.sync / "held"
     shim = proj.sync / "bin"
     shim.mkdir()
-    text = HOLD_BRANCH_DELETION.replace("{held}", str(held)).replace("{git}", GIT)
+    text = HOLD_BRANCH_DELETION.replace("{after}", AFTER_DELETION[when])
+    text = text.replace("{held}", str(held)).replace("{git}", GIT)
     (shim / "git").write_text(text, encoding="utf-8")
     (shim / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
@@ -499,8 +505,10 @@ def test_a_kill_while_a_merged_tickets_branch_is_deleted_is_finished_by_the_reru
     assert [c["ticket"] for c in merged] == ["pt-1", ""]
     assert proj.tk_status("pt-1", "main") == "closed" == proj.tk_status("pt-1")
     assert not worktree_of(proj, "pt-1").exists()
-    assert proj.ticket_branches() == ["tf/pt-1"]
+    assert proj.ticket_branches() == (["tf/pt-1"] if when == "during" else [])
     assert "WorkspaceRemoved" not in journal_text(proj, "pt-1")
+    mark = worktree_of(proj, "pt-1").with_name(".removed-pt-1")
+    assert mark.is_file()
     assert proj.status_json()["pt-1"]["next"].startswith("merged and closed; a run killed")
 
     done = proj.cli(*rerun)
@@ -510,6 +518,9 @@ def test_a_kill_while_a_merged_tickets_branch_is_deleted_is_finished_by_the_reru
     assert removed["branchDeleted"] is True
     assert sorted(str(p) for p in (proj.root / ".git").rglob("*.lock")) == []
     proj.assert_nothing_left()
+    assert not mark.exists()
     assert proj.status_json()["pt-1"]["next"].startswith("nothing: closed")
+    mark.touch()  # as a run killed after the journal recorded the removal leaves it
     assert proj.cli(*rerun).returncode == 0
     assert len(proj.events("pt-1", "WorkspaceRemoved")) == 1
+    assert mark.exists() == (rerun[0] == "run")  # the loop drops it; `run` never looks

@@ -294,7 +294,7 @@ class Project:
         """The state after a loop whose tickets all merged: a clean root, no worktree but
         those waiting in the worktree pool (detached; at most `pool`), no ticket branch, no
         ref set aside, no merge in progress."""
-        assert status(self.root) == ""
+        assert (left := status(self.root)) == "", left
         assert self.worktrees() == [(str(self.root), "main")]
         assert pool is None or len(self.pooled()) <= pool
         assert self.ticket_branches() == []

@@ -35,6 +35,7 @@ from tf_fsm.workspace.model import (
 )
 from tf_fsm.workspace.pool import pool_of
 from tf_fsm.workspace.rebased import rebased_commits
+from tf_fsm.workspace.removal import mark_removal, unmark_removal
 
 if TYPE_CHECKING:
     from tf_fsm.core.state import RetryState
@@ -248,8 +249,11 @@ class TicketWorktree:
         if not (merged or status == "exhausted") or (self.keep and merged):
             return
         pool = pool_of(self.ws.root, run.settings, workers=run.options.workers)
+        if merged:  # found again by the loop (tf_fsm.loop.unfinished) if killed before the event
+            mark_removal(self.ws.tree, self.ws.root)
         notes = worktree.remove(self.ws, delete_branch=merged, pool=pool)
         run.event(wev.WorkspaceRemoved, None, path=str(self.ws.tree), branchDeleted=merged)
+        unmark_removal(self.ws.tree)
         for note in notes:
             run.observer.note(run.ticket_id, note)
 

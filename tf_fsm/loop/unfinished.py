@@ -5,9 +5,10 @@ In a workspace, the merge commit that puts a ticket on the base branch also clos
 file; the run records the merge just after, then removes the ticket's worktree and branch
 (docs/workspaces.md). A run killed in between leaves a ticket tk calls closed with its
 attempt still open, or with its worktree or branch still there. `tk ready` never lists it
-again, so the loop looks for it among the workspaces (the worktree directories and the ticket
-branches) and runs it once more when the decision of what runs next says something is left
-to finish: the merge is found and recorded, the worktree and branch are removed.
+again, so the loop looks for it among the workspaces (the worktree directories, the ticket
+branches and the marks of removals the journal may not record yet) and runs it once more
+when the decision of what runs next says something is left to finish: the merge is found
+and recorded, the worktree and branch are removed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from tf_fsm.storage.protocol import Store
 from tf_fsm.tk import tickets
 from tf_fsm.views.status import ticket_view
 from tf_fsm.workspace.git import Git, repository_root
-from tf_fsm.workspace.model import a_tickets, worktrees_dir
+from tf_fsm.workspace.model import a_tickets, worktree_path, worktrees_dir
+from tf_fsm.workspace.removal import marked_removals, unmark_removal
 
 #: the steps that finish what a ticket began, never a new attempt: a plan's trigger names them
 FINISHING = frozenset({"resume", "close_tk", "remove_workspace"})
@@ -65,19 +67,29 @@ def unfinished_merges(
     root: Path, settings: LoadedSettings, stores: Callable[[str], Store]
 ) -> list[str]:
     """The tickets with a workspace, or what is left of one, that tk calls closed and for
-    which `run` has something to finish (an open attempt, a workspace a merge left), by id."""
+    which `run` has something to finish (an open attempt, a workspace a merge left), by id.
+    A removal mark whose ticket has nothing left to finish goes (its journal records it)."""
     found = []
-    for name in sorted(_with_workspace(root, settings)):
-        try:
-            ticket = tickets.read(root, name)
-            if not is_closed(ticket.status):
-                continue  # tk ready lists it
-            view = loop_view(root, settings, stores(name), ticket)
-        except (InvalidTicketIdError, TfFsmError):
-            continue  # not a ticket's workspace, or its files say why elsewhere (`status`)
-        if view.status is not None and view.step.action in FINISHING:
+    marked = marked_removals(worktrees_dir(root, settings))
+    for name in sorted(_with_workspace(root, settings) | marked):
+        if _to_finish(root, settings, stores, name):
             found.append(name)
+        elif name in marked:
+            unmark_removal(worktree_path(root, settings, name))
     return found
+
+
+def _to_finish(
+    root: Path, settings: LoadedSettings, stores: Callable[[str], Store], name: str
+) -> bool:
+    try:
+        ticket = tickets.read(root, name)
+        if not is_closed(ticket.status):
+            return False  # tk ready lists it
+        view = loop_view(root, settings, stores(name), ticket)
+    except (InvalidTicketIdError, TfFsmError):
+        return False  # not a ticket's workspace, or its files say why elsewhere (`status`)
+    return view.status is not None and view.step.action in FINISHING
 
 
 def _with_workspace(root: Path, settings: LoadedSettings) -> set[str]:

@@ -36,6 +36,7 @@ from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark
 #: a child as the door holds it: started by the launcher, or by the door itself
 Child = subprocess.Popen[bytes] | LaunchedChild
 
+#: how long a child stopped with SIGTERM has to end before SIGKILL (run_process's `grace`)
 KILL_GRACE_SECONDS = 2.0
 _PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write this size never blocks
 _CHUNK = 64 * 1024
@@ -123,10 +124,12 @@ class _Leader:
         finished(self.mark)
 
 
-def _kill_group(leader: _Leader) -> None:
-    """SIGTERM to the child's group; SIGKILL to it once the child exits, or after the grace."""
-    leader.signal_group(signal.SIGTERM)
-    if not leader.wait_exit(KILL_GRACE_SECONDS):
+def _kill_group(leader: _Leader, grace: float) -> None:
+    """SIGTERM to the child's group; SIGKILL to it once the child exits, or after the grace
+    (at once when `grace` is 0)."""
+    if grace > 0:
+        leader.signal_group(signal.SIGTERM)
+    if grace <= 0 or not leader.wait_exit(grace):
         leader.signal_group(signal.SIGKILL)
         leader.wait_exit(None)
 
@@ -284,6 +287,7 @@ def run_process(
     keep: int | None = None,
     on_output: OnOutput | None = None,
     wake: float | None = None,
+    grace: float = KILL_GRACE_SECONDS,
 ) -> ProcessResult:
     """Run `argv` (no shell), feed `stdin`, capture both streams, kill the group on timeout.
     With `keep`, only the first and last `keep` bytes of each stream are kept (cut at line
@@ -293,7 +297,8 @@ def run_process(
     captured is the same). It must not raise: an exception from it ends the child as Ctrl-C
     would. With `wake`, the wait for output returns at least every `wake` seconds, so that an
     exception raised in this thread from outside (a cancelled Temporal activity's) ends the
-    child as Ctrl-C does, also while the child is silent.
+    child as Ctrl-C does, also while the child is silent. A child ended before its time gets
+    SIGTERM and `grace` seconds to end, then SIGKILL (`grace` 0: SIGKILL at once).
 
     Whatever the child leaves behind when it ends (a `sleep 300 &`, a dev server) is ended
     with it: its process group at once, and processes that left the group (tf_fsm.process.strays)
@@ -312,11 +317,11 @@ def run_process(
         leader.reap(deadline)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(leader)
+        _kill_group(leader, grace)
         _pump(proc, b"", streams, None, leader)
         proc.wait()
     except BaseException:  # Ctrl-C: take the agent down with us, then let the caller see it
-        _kill_group(leader)
+        _kill_group(leader, grace)
         _pump(proc, b"", streams, None, leader)
         proc.wait()
         raise

@@ -121,7 +121,8 @@ def _end(chosen: Callable[[Marked], bool]) -> list[Marked]:
     try:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for target in targets:
-                target.send(sig)
+                # git is killed at once, never asked to stop (tf_fsm.workspace.git.Git.run)
+                target.send(signal.SIGKILL if target.git else sig)
             deadline = time.monotonic() + GRACE_SECONDS
             while time.monotonic() < deadline and any(t.running() for t in targets):
                 time.sleep(0.02)
@@ -139,6 +140,10 @@ class _Target:
     def __init__(self, marked: Marked) -> None:
         self.marked: Marked | None = marked
         self.fd: int | None = None
+        try:
+            self.git = (_PROC / str(marked.pid) / "comm").read_bytes() == b"git\n"
+        except OSError:
+            self.git = False
         with suppress(AttributeError, OSError):
             self.fd = os.pidfd_open(marked.pid)
         if not self._same():  # it ended (and its pid may be reused) before the pidfd

@@ -84,8 +84,18 @@ class Git:
         full_env = {**os.environ, **_QUIET_ENV, **self.env, **(env or {})}
         if not self.hooks:
             full_env.update(_without_hooks(full_env))
+        # git ended early (Ctrl-C, the run stopping) is killed, not asked to stop: what a kill
+        # leaves, tf_fsm repairs (tf_fsm.workspace.removal.clear, stale locks), while git's
+        # own clean-up on SIGTERM races the processes it started: `git worktree add` deletes
+        # its registry entry, then its tree, as the checkout it runs still writes there
         result = run_process(
-            ["git", *args], cwd=self.cwd, env=full_env, stdin=stdin, timeout=timeout, keep=keep
+            ["git", *args],
+            cwd=self.cwd,
+            env=full_env,
+            stdin=stdin,
+            timeout=timeout,
+            keep=keep,
+            grace=0,
         )
         if check and (result.timed_out or result.exit_code != 0):
             raise GitError(args, self.cwd, result.exit_code, said(result))

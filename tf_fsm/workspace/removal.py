@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from tf_fsm.errors import WorkspaceError
+from tf_fsm.fs.atomic import fsync_dir, open_no_follow
 from tf_fsm.fs.confine import check_within
 from tf_fsm.workspace.agent_files import remove_entry
 from tf_fsm.workspace.checkpoint import keep_uncommitted
@@ -118,6 +119,34 @@ def _discard(tree: Path, admin: Path) -> None:
     tree.rename(trash)
     shutil.rmtree(admin)
     remove_entry(trash)
+
+
+#: the mark beside a merged ticket's worktree (docs/workspaces.md, "Recovery"): its worktree
+#: and branch go, then the journal records it; a run killed in between leaves no worktree or
+#: branch by which the loop could find the ticket again, but it leaves this mark
+REMOVAL_MARK = ".removed-"
+
+
+def mark_removal(tree: Path, root: Path) -> None:
+    """Mark that the merged ticket's workspace at `tree` is being removed, until `unmark_removal`
+    (after the journal records it): durably, as git's ref deletion may outlive a power loss."""
+    mark = tree.with_name(REMOVAL_MARK + tree.name)
+    os.close(open_no_follow(mark, os.O_WRONLY | os.O_CREAT, within=root, operation="mark"))
+    fsync_dir(mark.parent)
+
+
+def unmark_removal(tree: Path) -> None:
+    """The journal records the removal `mark_removal` marked: the mark goes."""
+    tree.with_name(REMOVAL_MARK + tree.name).unlink(missing_ok=True)
+
+
+def marked_removals(folder: Path) -> set[str]:
+    """The ticket ids whose removal mark is in the worktrees directory `folder`."""
+    try:
+        names = [p.name for p in folder.iterdir()]
+    except OSError:
+        return set()  # no worktrees directory at all
+    return {n.removeprefix(REMOVAL_MARK) for n in names if n.startswith(REMOVAL_MARK)}
 
 
 def trash_of(tree: Path) -> Path:
