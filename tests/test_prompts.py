@@ -147,6 +147,40 @@ def test_undefined_variable_fails_before_first_phase(project: Path) -> None:
     assert not (project / ".tf/knowledge/tickets/pt-1/research.md").exists()
 
 
+@pytest.mark.parametrize("verification", ["rereview", "fixes"])
+def test_the_verify_template_is_checked_only_where_its_reviewers_may_run(
+    project: Path, verification: str
+) -> None:
+    """The verify reviewers run after a fix only with postFixVerification "rereview": then a
+    broken tf-verify.md.j2 stops the run before its first phase; with "fixes" nobody runs in
+    verify, its template is never rendered, and the ticket's fix is counted and closes it."""
+    fixed = {**NEVER, "fixedBy": "*"}
+    setup(project, [fixed])
+    settings_ = json.loads((project / ".tf/config/settings.json").read_text())
+    settings_["workflow"]["postFixVerification"] = verification
+    (project / ".tf/config/settings.json").write_text(json.dumps(settings_))
+    (project / ".tf/prompts").mkdir()
+    template = project / ".tf/prompts/tf-verify.md.j2"
+    template.write_text("# Verify\n{{ nope }}\n")
+    result = run_cli("run", "pt-1")
+    if verification == "rereview":
+        assert result.returncode == 2, result.stderr
+        assert f"{template}:2" in result.stderr
+        assert not (project / ".tf/knowledge/tickets/pt-1/retry-state.json").exists()
+    else:
+        assert result.returncode == 0, result.stderr
+        prompts = project / ".tf/knowledge/tickets/pt-1/prompts/attempt-1"
+        assert sorted(p.name for p in prompts.iterdir()) == [
+            "close-closer.md",
+            "fix-fixer.md",
+            "implement-worker.md",
+            "research-researcher.md",
+            "review-reviewer-general.md",
+            "review-reviewer-second-opinion.md",
+            "review-reviewer-spec-audit.md",
+        ]
+
+
 @pytest.mark.parametrize(
     ("body", "needle"),
     [

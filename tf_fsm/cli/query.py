@@ -283,7 +283,7 @@ def _check_role(phase: str, role: str | None) -> None:
     from tf_fsm.core.artifacts import roles as roles_of
     from tf_fsm.settings.load import REVIEWER_ROLES
 
-    roles = roles_of(phase, REVIEWER_ROLES, closer=True)
+    roles = roles_of(phase, REVIEWER_ROLES, closer=True, rereview=True)
     if role in roles:
         return
     import difflib

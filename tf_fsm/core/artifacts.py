@@ -72,10 +72,14 @@ def agent_artifact(phase: str, role: str) -> str:
     return SINGLE_ROLE[phase][1]
 
 
-def roles(phase: str, reviewers: Iterable[str], closer: bool) -> list[str]:
-    """The roles `phase` runs: the enabled reviewers in review and verify, nobody in close
-    when the closer is off (tf_fsm still writes close-summary.md), else the phase's role."""
+def roles(phase: str, reviewers: Iterable[str], closer: bool, *, rereview: bool) -> list[str]:
+    """The roles `phase` runs: the enabled reviewers in review, and in verify when they re-review
+    after a fix (`rereview`: workflow.postFixVerification "rereview"; else tf_fsm counts the
+    findings left itself, and nobody runs), nobody in close when the closer is off (tf_fsm
+    still writes close-summary.md), else the phase's role."""
     if phase in REVIEW_PHASES:
+        if phase == "verify" and not rereview:
+            return []
         return [r for r in reviewers if r in REVIEW_FILES]
     if phase == "close" and not closer:
         return []
@@ -83,14 +87,14 @@ def roles(phase: str, reviewers: Iterable[str], closer: bool) -> list[str]:
 
 
 def invocations(
-    runs: Iterable[str], reviewers: Iterable[str], closer: bool
+    runs: Iterable[str], reviewers: Iterable[str], closer: bool, *, rereview: bool
 ) -> list[tuple[str, str, str]]:
     """(phase, role, artifact) of every agent invocation an attempt running `runs` may make,
-    in lifecycle order (gate feedback rounds of the fixer aside)."""
+    in lifecycle order (gate feedback rounds of the fixer aside; `rereview`: see `roles`)."""
     ran, enabled = set(runs), list(reviewers)
     return [
         (phase, role, agent_artifact(phase, role))
         for phase in PHASES
         if phase in ran
-        for role in roles(phase, enabled, closer)
+        for role in roles(phase, enabled, closer, rereview=rereview)
     ]

@@ -80,7 +80,10 @@ def forecast(run: RunContext, state: RetryState | None) -> float:
     attempt = run.new_attempt_context(state, "quality_gate")
     wf = run.settings.workflow
     total = 0.0
-    for phase, role, _ in invocations(attempt.facts.runs, wf.enableReviewers, wf.enableCloser):
+    runs = invocations(
+        attempt.facts.runs, wf.enableReviewers, wf.enableCloser, rereview=wf.rereviews
+    )
+    for phase, role, _ in runs:
         price = estimate(phase, role, attempt.resolution.roles[role].model)
         if price is None:
             return 0.0

@@ -126,7 +126,9 @@ class PhaseRunner:
         return outputs
 
     def _roles(self, phase: str) -> list[str]:
-        return roles(phase, self.wf.enableReviewers, self.wf.enableCloser)
+        return roles(
+            phase, self.wf.enableReviewers, self.wf.enableCloser, rereview=self.wf.rereviews
+        )
 
     def _counts_from(self, name: str) -> dict[str, int]:
         text = self.store.read_artifact(name)
@@ -172,7 +174,10 @@ class PhaseRunner:
 
     def invocations(self) -> list[tuple[str, str, str]]:
         """(phase, role, artifact) of every agent invocation this attempt may make."""
-        return invocations(self.attempt.facts.runs, self.wf.enableReviewers, self.wf.enableCloser)
+        wf = self.wf
+        return invocations(
+            self.attempt.facts.runs, wf.enableReviewers, wf.enableCloser, rereview=wf.rereviews
+        )
 
     def render(self, phase: str, role: str, artifact: str, gate_feedback: str | None = None) -> str:
         # The paths are only text in the prompt: the invocation checks those it hands on.

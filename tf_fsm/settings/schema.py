@@ -195,6 +195,12 @@ class Workflow(_Section):
     exclude: Any = None
     chainMode: Any = None
 
+    @property
+    def rereviews(self) -> bool:
+        """Do the reviewers review again after a fix (verify runs them), or does tf_fsm count
+        the findings a fix left from review.md and fixes.md?"""
+        return self.postFixVerification == "rereview"
+
     @field_validator("failOn", mode="after")
     @classmethod
     def _canonical_severities(cls, names: list[str]) -> list[str]:

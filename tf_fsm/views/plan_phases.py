@@ -63,7 +63,7 @@ def _verify_agents(
     if not attempt.plan["fix"][0]:
         why = "without a fix the post-fix counts are review.md's"
         return f"{reason}; no reviewer runs: {why}", None
-    if settings.workflow.postFixVerification != "rereview":
+    if not settings.workflow.rereviews:
         why = "the post-fix counts are review.md's minus fixes.md's (postFixVerification: fixes)"
         return f"{reason}; no reviewer runs: {why}", None
     when = "only after a fix"

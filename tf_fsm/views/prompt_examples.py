@@ -32,7 +32,7 @@ def template_table(root: Path | None) -> list[dict[str, str]]:
         (RESOLVE_PHASE, "workspace.conflicts.role"),
         (RESOLUTION_REVIEW_PHASE, "reviewers"),
     ]
-    pairs = [(p, r) for p in PHASES for r in roles(p, REVIEWER_ROLES, closer=True)]
+    pairs = [(p, r) for p in PHASES for r in roles(p, REVIEWER_ROLES, closer=True, rereview=True)]
     for phase, role in pairs + resolution:
         template = library.find(template_for(phase, role))
         rows.append(
