@@ -70,8 +70,12 @@ def unfinished_merges(
     which `run` has something to finish (an open attempt, a workspace a merge left), by id.
     A removal mark whose ticket has nothing left to finish goes (its journal records it)."""
     found = []
-    marked = marked_removals(worktrees_dir(root, settings))
-    for name in sorted(_with_workspace(root, settings) | marked):
+    try:
+        listed = list(worktrees_dir(root, settings).iterdir())
+    except OSError:
+        listed = []  # no worktrees at all
+    marked = marked_removals(p.name for p in listed)
+    for name in sorted(_with_workspace(root, settings, listed) | marked):
         if _to_finish(root, settings, stores, name):
             found.append(name)
         elif name in marked:
@@ -92,19 +96,15 @@ def _to_finish(
     return view.status is not None and view.step.action in FINISHING
 
 
-def _with_workspace(root: Path, settings: LoadedSettings) -> set[str]:
-    """The ids with a directory under the worktrees directory or a branch
+def _with_workspace(root: Path, settings: LoadedSettings, listed: list[Path]) -> set[str]:
+    """The ids with a directory among `listed` (the worktrees directory's entries) or a branch
     `workspace.branchPrefix<id>` (one git process; branches only when the root is the top of
     a git working tree)."""
-    folder = worktrees_dir(root, settings)
-    try:
-        ids = {p.name for p in folder.iterdir() if p.is_dir() and a_tickets(p.name)}
-    except OSError:
-        ids = set()  # no worktrees at all
+    ids = {p.name for p in listed if p.is_dir() and a_tickets(p.name)}
     top = repository_root(root)
     if top is None or top.resolve() != root.resolve():
         return ids
     heads, prefix = "refs/heads/", settings.settings.workspace.branchPrefix
-    listed = Git(root).out("for-each-ref", "--format=%(refname)", heads).splitlines()
-    names = (ref.removeprefix(heads) for ref in listed)
+    refs = Git(root).out("for-each-ref", "--format=%(refname)", heads).splitlines()
+    names = (ref.removeprefix(heads) for ref in refs)
     return ids | {name.removeprefix(prefix) for name in names if name.startswith(prefix)}

@@ -95,6 +95,21 @@ def _mark_of(pid: str) -> str | None:
     return value if value.count(".") == 2 else None
 
 
+def is_git(pid: int | str) -> bool:
+    """Is process `pid` a `git` (its command name in /proc)? Plain system calls: asked of
+    every process on the machine before a worktree is made or removed."""
+    try:
+        fd = os.open(f"/proc/{pid}/comm", os.O_RDONLY)
+    except OSError:  # gone, or not ours to look at
+        return False
+    try:
+        return os.read(fd, 64) == b"git\n"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _command(pid: str) -> str:
     try:
         argv = (_PROC / pid / "cmdline").read_bytes().split(b"\0")
@@ -140,10 +155,7 @@ class _Target:
     def __init__(self, marked: Marked) -> None:
         self.marked: Marked | None = marked
         self.fd: int | None = None
-        try:
-            self.git = (_PROC / str(marked.pid) / "comm").read_bytes() == b"git\n"
-        except OSError:
-            self.git = False
+        self.git = is_git(marked.pid)
         with suppress(AttributeError, OSError):
             self.fd = os.pidfd_open(marked.pid)
         if not self._same():  # it ended (and its pid may be reused) before the pidfd

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tf_fsm.fs.atomic import exclusive
+from tf_fsm.process.strays import is_git
 from tf_fsm.workspace.agent_files import read_if_present
 
 #: how long a sweep that found a lock waits for an instant when no git runs in the
@@ -64,16 +65,11 @@ def running_git() -> dict[int, str]:
     every worktree is made or removed."""
     found = {}
     for name in _pids():
-        try:
-            fd = os.open(f"/proc/{name}/comm", os.O_RDONLY)
+        if is_git(name):
             try:
-                comm = os.read(fd, 64)
-            finally:
-                os.close(fd)
-            if comm == b"git\n":
                 found[int(name)] = os.readlink(f"/proc/{name}/cwd")  # noqa: PTH115 - a hot loop
-        except OSError:  # gone meanwhile, or not ours to look at
-            continue
+            except OSError:  # gone meanwhile, or not ours to look at
+                continue
     return found
 
 

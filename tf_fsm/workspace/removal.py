@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from tf_fsm.errors import WorkspaceError
@@ -130,23 +131,23 @@ REMOVAL_MARK = ".removed-"
 def mark_removal(tree: Path, root: Path) -> None:
     """Mark that the merged ticket's workspace at `tree` is being removed, until `unmark_removal`
     (after the journal records it): durably, as git's ref deletion may outlive a power loss."""
-    mark = tree.with_name(REMOVAL_MARK + tree.name)
+    mark = _mark_of(tree)
     os.close(open_no_follow(mark, os.O_WRONLY | os.O_CREAT, within=root, operation="mark"))
     fsync_dir(mark.parent)
 
 
 def unmark_removal(tree: Path) -> None:
     """The journal records the removal `mark_removal` marked: the mark goes."""
-    tree.with_name(REMOVAL_MARK + tree.name).unlink(missing_ok=True)
+    _mark_of(tree).unlink(missing_ok=True)
 
 
-def marked_removals(folder: Path) -> set[str]:
-    """The ticket ids whose removal mark is in the worktrees directory `folder`."""
-    try:
-        names = [p.name for p in folder.iterdir()]
-    except OSError:
-        return set()  # no worktrees directory at all
+def marked_removals(names: Iterable[str]) -> set[str]:
+    """The ticket ids whose removal mark is among `names` (the worktrees directory's)."""
     return {n.removeprefix(REMOVAL_MARK) for n in names if n.startswith(REMOVAL_MARK)}
+
+
+def _mark_of(tree: Path) -> Path:
+    return tree.with_name(REMOVAL_MARK + tree.name)
 
 
 def trash_of(tree: Path) -> Path:
