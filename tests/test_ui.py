@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import tk_ticket
-from tests.ui_server import demo_project, ui_server
+from tests.ui_server import demo_project, slow_project, start_run, ui_server
 
 XSS = """# Review
 
@@ -180,6 +180,37 @@ def test_a_corrupt_state_file_is_a_card_in_error_and_the_board_goes_on(project: 
     assert "unreadable state" in card["html"] and "retry-state.json" in card["html"]
     assert [c["id"] for c in later["cards"]] == ["new-1"]
     assert 'id="card-demo-1"' in board.split('id="col-error"')[1].split("</section>")[0]
+
+
+def test_a_ticket_page_shows_its_card_as_the_files_are_and_hears_of_a_change_before_its_stream(
+    project: Path,
+) -> None:
+    plan = {"findings": [{"id": "f1", "severity": "Major", "text": "never read",
+                          "reviewer": "reviewer-general", "fixedBy": []}]}  # fmt: skip
+    root = slow_project(project / "p", ("t-1",), seconds=0.05, plan=plan, max_retries=2)
+    with (
+        ui_server(root) as server,
+        httpx.stream("GET", server.base + "/events", timeout=20) as board,
+    ):
+        lines = board.iter_lines()
+        assert next(lines).startswith("retry:")
+        pages = []
+        for code, column in ((3, "blocked"), (4, "human")):
+            run = start_run(root, "t-1")
+            assert run.wait(timeout=60) == code, run.stderr.read() if run.stderr else ""
+            # at once, inside the watcher's 100 ms burst: the page reads the card's files itself
+            pages.append(httpx.get(server.base + "/ticket/t-1").text)
+            assert f'class="badge col-{column}"' in pages[-1], column
+        while "human" not in json.dumps(_next_event(lines, "cards")):
+            pass  # until the board has heard of the second run's end
+        # the blocked page's stream opens only after that: it is told on opening
+        found = re.search(r'data-version="(\d+)"', pages[0])
+        assert found is not None
+        url = f"{server.base}/events?ticket=t-1&since={found.group(1)}"
+        with httpx.stream("GET", url, timeout=10) as events:
+            told = events.iter_lines()
+            assert next(told).startswith("retry:")
+            assert _next_event(told, "ticket") == {"type": "ticket"}
 
 
 def test_open_hands_the_url_to_the_browser(

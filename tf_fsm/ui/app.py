@@ -156,9 +156,13 @@ class BoardApp:
 
     async def ticket(self, request: Request) -> Response:
         tid = self._ticket(request)
+        # the card as the files are now (the live updates refresh it only after a burst of
+        # file events): else a page loaded just after a change would show the one before
+        await run_in_threadpool(self.board.refresh, {tid})
+        snap = self.board.snapshot
         data = await run_in_threadpool(ticket_page, self.options.root, self.options.settings, tid)
-        card = self.board.snapshot.cards.get(tid)
-        data["before"], data["after"] = neighbours(self.board.snapshot.cards, tid)
+        card = snap.cards.get(tid)
+        data["before"], data["after"] = neighbours(snap.cards, tid)
         if self.hub is not None and data["log"] is not None:
             self.hub.follow(tid, data["log"].name, data["log"].size)
         name = "panel.html" if request.url.path.endswith("/panel") else "ticket.html"
@@ -166,7 +170,7 @@ class BoardApp:
         editing = await run_in_threadpool(self.editing.ticket_context, tid, view)
         work = await run_in_threadpool(self.work.view, tid, view) if name == "ticket.html" else None
         html = self.env.get_template(name).render(
-            page=data, card=card, work=work, csrf=self.csrf, editing=editing
+            page=data, card=card, work=work, csrf=self.csrf, editing=editing, version=snap.version
         )
         return HTMLResponse(html)
 
@@ -219,10 +223,10 @@ class BoardApp:
         if ticket is not None and not TICKET_ID_RE.fullmatch(ticket):
             raise _NotFound(f"not a ticket id: {ticket!r}")
         listener = Listener(ticket)
-        if ticket is None:  # a board: the changes under its filter, since what it shows
+        since = request.query_params.get("since", "")  # the version its page was rendered from
+        listener.since = int(since) if since.isdigit() else None
+        if ticket is None:  # a board: the changes under its filter
             listener.board = Filter.of(request.query_params)
-            since = request.query_params.get("since", "")
-            listener.since = int(since) if since.isdigit() else None
         stream = self.hub.stream(listener, self.closing)
         headers = {"X-Accel-Buffering": "no"}
         return StreamingResponse(stream, media_type="text/event-stream", headers=headers)

@@ -108,6 +108,7 @@ class Board:
         self._made: dict[str, tuple[object, object, tuple[bool, bool, str | None], Card]] = {}
         self._closed_at: dict[str, float] = {}  # a closed ticket: when it closed (epoch)
         self._texts: dict[str, tuple[object, str]] = {}  # what a search reads, by file key
+        self._changed_at: dict[str, int] = {}  # a ticket: the version its card last changed at
         self._lock = threading.Lock()
         self._rated = 0.0  # when the header's rate was last worked out (monotonic)
         self.snapshot = Snapshot({}, {key: [] for key, _ in COLUMNS}, Totals(), [], [], [])
@@ -255,7 +256,14 @@ class Board:
             problems=problems,
             version=old.version + (1 if moved else 0),
         )
+        for tid in changed:
+            self._changed_at[tid] = self.snapshot.version
         return changed
+
+    def changed_since(self, ticket_id: str, version: int) -> bool:
+        """Whether the ticket's card changed after the snapshot of `version` (a page rendered
+        from that snapshot shows an older card)."""
+        return self._changed_at.get(ticket_id, 0) > version
 
     def _columns(self, cards: dict[str, Card]) -> Columns:
         columns: Columns = {key: [] for key, _ in COLUMNS}

@@ -43,8 +43,8 @@ EVENT_CARDS = 80
 
 @dataclass(eq=False)  # each page is its own listener (hashed by identity)
 class Listener:
-    """One open page: a ticket's page (`ticket`) or a board (`board`: its filter; `since`: the
-    board version it was rendered from). Its queue holds encoded messages, bounded in bytes."""
+    """One open page: a ticket's page (`ticket`) or a board (`board`: its filter); `since`: the
+    board version the page was rendered from. Its queue holds encoded messages, bounded in bytes."""
 
     ticket: str | None
     board: Filter | None = None
@@ -232,11 +232,20 @@ class Hub:
         try:
             if listener.board is not None:
                 await self._baseline(listener, listener.board)
+            elif self._changed_since_page(listener):
+                listener.put(encode({"type": "ticket"}))
             yield "retry: 1000\n\n"
             while (text := await self._next(listener, closing)) is not None:
                 yield text
         finally:
             self.listeners.discard(listener)
+
+    def _changed_since_page(self, listener: Listener) -> bool:
+        """Whether a ticket page's card changed between its render and its stream: what was
+        sent then did not reach it (asked with no await since it joined the listeners, so no
+        change falls between the two)."""
+        ticket, since = listener.ticket, listener.since
+        return ticket is not None and since is not None and self.board.changed_since(ticket, since)
 
     async def _baseline(self, listener: Listener, board_filter: Filter) -> None:
         """A board's filter is followed from now on; a page rendered before the board's last
