@@ -115,12 +115,14 @@ class Watch:
         make_dirs(self.tickets_dir, within=self.tickets_dir.parent)
         # started before the workers' first scan, so no file falls in between
         self.observer = observe([self.tickets_dir], self.on_path, self._observer_error)
+        listed = "".join(f"; {t.id} {t.state.describe()}" for t in self.tickets.values())
+        where = f"{self.tickets_dir} (stable {self.stable:g}s)"
+        # said before the tickets' threads start, so it is the log's first line, never after
+        # a line of theirs
+        self.log(None, "watching", f"watching {len(self.tickets)} ticket(s) in {where}{listed}")
         with self.lock:
             for ticket in self.tickets.values():
                 ticket.thread.start()
-        listed = "".join(f"; {t.id} {t.state.describe()}" for t in self.tickets.values())
-        where = f"{self.tickets_dir} (stable {self.stable:g}s)"
-        self.log(None, "watching", f"watching {len(self.tickets)} ticket(s) in {where}{listed}")
         self.state_changed()
 
     def _observer_error(self, problem: str) -> None:
