@@ -14,6 +14,8 @@ Speed on text that comes back: no pattern but the PEM block (and a literal value
 newline) can match across a line break, so a multi-line text is redacted line by line and each
 line's result is remembered. The views tf_fsm rewrites (retry-state.json, chain-context.json,
 the prompts of each attempt) are mostly lines redacted before; only new lines reach the regex.
+A journal line is one line of compact JSON: it is cut at its structural `,"` instead, and only
+the parts not seen before reach the regex (`Redactor.json_line`).
 """
 
 from __future__ import annotations
@@ -222,6 +224,11 @@ _MEMO_LINE_CHARS = 1024  # a longer line is not remembered
 _MEMO_TEXT_CHARS = 64 * 1024  # a longer text is not remembered whole
 _MEMO_PATTERNS = 8  # redactors with different literal values remembered, at most
 _LINES: dict[str, dict[str, str]] = {}
+#: where `json_line` cuts a line of compact JSON: a raw `,"` is always structure there (a quote
+#: inside a string is escaped), before an object's next key or an array's next string
+_JSON_CUT = ',"'
+_MEMO_PARTS = 16384  # parts of JSON lines remembered clean, at most (then forgotten at once)
+_CLEAN_PARTS: dict[str, set[str]] = {}
 #: the only pattern that spans lines starts so
 _PEM_START = "-----BEGIN"
 
@@ -278,6 +285,11 @@ class Redactor:
         if pattern not in _LINES and len(_LINES) >= _MEMO_PATTERNS:
             _LINES.clear()  # never the lines of a redactor made again: it is the common case
         self._lines = _LINES.setdefault(pattern, {})
+        # A literal value with `,"` in it could match across `json_line`'s cuts: none then.
+        self._by_part = not any(_JSON_CUT in f for f in forms)
+        if pattern not in _CLEAN_PARTS and len(_CLEAN_PARTS) >= _MEMO_PATTERNS:
+            _CLEAN_PARTS.clear()
+        self._clean_parts = _CLEAN_PARTS.setdefault(pattern, set())
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -323,6 +335,27 @@ class Redactor:
             memo[text] = memo[redacted] = redacted  # redacting it again changes nothing
         return redacted
 
+    def json_line(self, text: str) -> str:
+        """One line of compact JSON (a journal line) redacted: the same result as one pass.
+        A journal line is mostly the keys and values of the lines before it, so it is cut at
+        its structural `,"`, the parts found clean are remembered, and only parts not seen
+        before reach the regex. A match reaches past such a cut only through a quoted value
+        (no lookaround looks further than the cut's two characters): one opened by `'`, in
+        which a `"` is no end, or by the `"` that closes a string ending in `key:` or `key=`.
+        A line with a `'`, or a part ending so, gets the one pass; so does a line with
+        anything to redact."""
+        if not self._by_part or "'" in text:
+            return self(text)
+        clean = self._clean_parts
+        fresh = [part for part in text.split(_JSON_CUT) if part not in clean]
+        if fresh:
+            if any(map(_may_cross, fresh)) or self._regex.search(_JSON_CUT.join(fresh)):
+                return self._regex.sub(self._replace, text)
+            if len(clean) > _MEMO_PARTS:
+                clean.clear()
+            clean.update(part for part in fresh if len(part) <= _MEMO_LINE_CHARS)
+        return text
+
     def _replace(self, match: re.Match[str]) -> str:
         # Alternatives that keep a prefix (a separator, "Bearer ", a URL's user) capture the value
         # in their last group; the others have no group and are replaced whole.
@@ -331,6 +364,13 @@ class Redactor:
         kept = match.string[match.start() : match.start(match.lastindex)]
         # The kept part is redacted too: a URL's user may be a token (https://ghp_...@host).
         return self(kept) + MARKER
+
+
+def _may_cross(part: str) -> bool:
+    """Could a quoted value opened in this part of a JSON line run on past its end: is its
+    last `"` a quote after `:` or `=` (blanks and backslashes between)?"""
+    quote = part.rfind('"')
+    return quote > 0 and part[:quote].rstrip(" \t\\").endswith((":", "="))
 
 
 @functools.cache

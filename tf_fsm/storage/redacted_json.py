@@ -27,7 +27,7 @@ def redacted_lines(events: list[Event], redactor: Redactor) -> tuple[bytes, bool
     lines, changed = [], False
     for event in events:
         raw = encode_text(event)
-        text = redacted_json_text(raw, redactor)
+        text = redacted_json_text(raw, redactor, line=True)
         if text is None:
             data = redact_strings(event.model_dump(mode="json"), redactor)
             text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -43,10 +43,11 @@ def redacted_json(obj: Any, redactor: Redactor, raw: str | None = None) -> str:
     return text if text is not None else json_text(redact_strings(obj, redactor))
 
 
-def redacted_json_text(raw: str, redactor: Redactor) -> str | None:
+def redacted_json_text(raw: str, redactor: Redactor, line: bool = False) -> str | None:
     """`raw` JSON text redacted, or None if redaction broke it (the caller then redacts each
-    string value, which cannot). It never breaks JSON in practice."""
-    text = redactor(raw)
+    string value, which cannot). It never breaks JSON in practice. `line`: `raw` is one line
+    of compact JSON (`Redactor.json_line`)."""
+    text = redactor.json_line(raw) if line else redactor(raw)
     if text == raw:  # nothing redacted (the usual case): still the JSON it was given
         return text
     try:
