@@ -93,6 +93,7 @@ class TicketStore:
         self._changed = False  # this batch wrote something: its end is a durable point
         self._on_durable: Callable[[], None] | None = None  # the batch caller's durable point
         self._deferred: dict[str, str] | None = None  # views waiting for `deferred_views`' end
+        self._deferred_first = False  # one of them is its view's first image: fsync first
         #: the exchange area agents work in: the ticket directory itself
         self.files = TicketFiles(
             self.dir,
