@@ -16,6 +16,7 @@ import pytest
 
 from tests.gitrepo import GIT_ENV, branches, git, init_repo, isolate, status
 from tests.workspace.test_worktree import assert_complete, registered, settings, tree_of
+from tf_fsm.process.strays import end_orphans
 from tf_fsm.workspace.worktree import ensure, find, remove
 
 # -- killed for real, at random moments ------------------------------------------------------
@@ -42,7 +43,10 @@ def many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def killed_after(argv: list[str], cwd: Path, delay: float, seen: Path | None = None) -> None:
     """Start `argv`, SIGKILL its whole process group `delay` seconds after it started (or
-    after `seen` appeared, when given)."""
+    after `seen` appeared, when given). What a killed tf_fsm left running (its launcher's
+    children, a git among them, live in sessions of their own) is then ended as the next
+    `tf-fsm run` or `ralph` ends it before touching the repository: else that git, still
+    running a moment, could take a ref's lock after the next removal swept for stale ones."""
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
@@ -58,6 +62,7 @@ def killed_after(argv: list[str], cwd: Path, delay: float, seen: Path | None = N
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    end_orphans()
 
 
 def timed(argv: list[str], cwd: Path) -> float:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tf_fsm.core import journal as ev
 from tf_fsm.errors import TfFsmError
@@ -35,6 +35,9 @@ from tf_fsm.views.file_events import observe
 from tf_fsm.views.status import tracked_tickets
 from tf_fsm.views.terminal import terminal_safe
 from tf_fsm.watch.ticket import STATE_FILES, Awaiting, WatchedTicket, awaiting, own_file
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver
 
 __all__ = ["Awaiting", "Watch", "awaiting", "own_file"]
 
@@ -67,6 +70,7 @@ class Watch:
         self.done = threading.Event()
         self.runs = 0
         self.lock = threading.Lock()  # tickets, runs and the output stream
+        self.observer: BaseObserver | None = None  # from `start` on
 
     def executor(self) -> Executor:
         conf = self.settings.settings.executor
@@ -159,11 +163,12 @@ class Watch:
 
     def run(self) -> int:
         """Block until done: 0 when `--once` found nothing left, 130 when interrupted."""
-        self.start()
         main = threading.current_thread() is threading.main_thread()
-        # SIGTERM stops watch as Ctrl-C does (only the main thread may set a handler).
+        # SIGTERM stops watch as Ctrl-C does (only the main thread may set a handler), from
+        # before its first line: one sent as soon as "watching" is printed is no kill
         previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
         try:
+            self.start()
             while not self.done.wait(0.2):
                 pass
         except KeyboardInterrupt:
@@ -185,7 +190,8 @@ class Watch:
         for ticket in workers:
             with ticket.cond:
                 ticket.cond.notify_all()
-        self.observer.stop()
+        if self.observer is not None:  # None: interrupted before it started
+            self.observer.stop()
         busy = ", ".join(t.id for t in workers if t.busy)
         if busy and self.interruptible:
             self.log(
@@ -197,7 +203,8 @@ class Watch:
         for ticket in workers:
             while ticket.thread.is_alive():
                 ticket.thread.join(0.2)
-        self.observer.join(5)
+        if self.observer is not None:
+            self.observer.join(5)
 
     def _summary(self) -> int:
         with self.lock:
