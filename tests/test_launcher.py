@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from tf_fsm.process import launcher
+from tf_fsm.process import door, launcher
 from tf_fsm.process.door import run_process
 from tf_fsm.process.strays import OWNER_ENV
 
@@ -131,6 +131,48 @@ def test_a_launcher_killed_from_outside_takes_no_child_with_it_unended(tmp_path:
     again = run_process([PY, "-c", "import os; print(os.getppid())"], cwd=tmp_path).stdout
     renewed = launcher.launcher()
     assert renewed is not None and renewed is not boot and int(again) == renewed.server.pid
+
+
+def test_a_sigterm_to_the_launcher_ends_nothing_and_signal_children_reaches_its_children(
+    tmp_path: Path,
+) -> None:
+    """A SIGTERM meant for a run's children or leftovers (`end_marked` ends the launcher with
+    its owner) leaves the launcher serving, so it still ends its children when tf_fsm ends;
+    `signal_children` reaches the children the launcher started, which are not tf_fsm's own."""
+    pid_file = tmp_path / "agent.pid"
+    agent = (
+        "import os, signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(300)\n"
+    )
+    results = []
+    runner = threading.Thread(
+        target=lambda: results.append(run_process([PY, "-c", agent], cwd=tmp_path, timeout=120))
+    )
+    runner.start()
+    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 30, "the agent's start")
+    boot = launcher.launcher()
+    assert boot is not None
+    assert signal.SIGTERM in _ignored(boot.server.pid)  # so a SIGTERM is never its end
+    os.kill(boot.server.pid, signal.SIGTERM)
+    assert _alive(boot.server.pid) and _alive(int(pid_file.read_text())) and runner.is_alive()
+    assert door.signal_children(signal.SIGTERM) >= 1  # the agent, through the launcher
+    runner.join(60)
+    assert results and results[0].exit_code == 7  # its own SIGTERM handler: asked, not killed
+    assert _alive(boot.server.pid) and launcher.launcher() is boot
+    # what the launcher ignores, its children do not inherit
+    shown = run_process(["sh", "-c", "grep SigIgn /proc/$$/status"], cwd=tmp_path).stdout
+    ignored = int(shown.split()[1], 16)
+    assert not ignored >> (signal.SIGTERM - 1) & 1 and not ignored >> (signal.SIGINT - 1) & 1
+
+
+def _ignored(pid: int) -> set[int]:
+    """The signals process `pid` ignores (its SigIgn mask in /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    line = next(line for line in status.splitlines() if line.startswith("SigIgn:"))
+    mask = int(line.split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
 
 
 def _in_a_forked_child(answer: Callable[[], bytes]) -> bytes:

@@ -38,7 +38,8 @@ import sys
 
 _FDS = 5
 _INT = _struct.calcsize("i")
-_RESET = (_signal.SIGPIPE, _signal.SIGXFSZ)  # what Python ignores and a child must not
+# what Python and the launcher ignore and a child must not (an ignored signal is inherited)
+_RESET = (_signal.SIGPIPE, _signal.SIGXFSZ, _signal.SIGINT, _signal.SIGTERM)
 
 
 class Child:
@@ -148,6 +149,10 @@ def serve(control: "_socket.socket") -> None:
 
 
 if __name__ == "__main__":
-    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # tf_fsm decides when its children end
+    # tf_fsm decides when its children end: a SIGINT or SIGTERM meant for tf_fsm's children or
+    # for what a run left (`end_marked` ends the launcher with its owner) must not end the
+    # launcher before it has ended them; its line's end does, and SIGKILL
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)
     os.set_inheritable(int(sys.argv[1]), False)  # no child of ours holds tf_fsm's line
     serve(_socket.socket(fileno=int(sys.argv[1])))

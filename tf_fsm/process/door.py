@@ -25,13 +25,13 @@ from tf_fsm.process.direct import find_program as find_program  # re-exported fo
 from tf_fsm.process.direct import parent_death as parent_death
 from tf_fsm.process.direct import start_process as start_process
 from tf_fsm.process.direct import with_parent_death
-from tf_fsm.process.launcher import LaunchedChild, Launcher, launcher
+from tf_fsm.process.launcher import LaunchedChild, Launcher, launcher, launcher_pid, signal_launched
 from tf_fsm.process.output import (
     TAIL_REDACT_MARGIN as TAIL_REDACT_MARGIN,  # re-exported for callers
 )
 from tf_fsm.process.output import Capture, OnOutput
 from tf_fsm.process.output import tail as tail
-from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark
+from tf_fsm.process.strays import OWNER_ENV, end_marked, finished, new_mark, signal_child_groups
 
 #: a child as the door holds it: started by the launcher, or by the door itself
 Child = subprocess.Popen[bytes] | LaunchedChild
@@ -335,3 +335,12 @@ def run_process(
         stdout=out.text(),
         stderr=err.text(),
     )
+
+
+def signal_children(sig: int) -> int:
+    """`sig` to the process group of every child this process started and that runs still:
+    those its launcher started, through the launcher, and any it started itself (the
+    launcher, which ends its children when this process ends, is spared). For a command that
+    leaves with children running (`watch`, `ui`); how many."""
+    pid = launcher_pid()
+    return signal_launched(sig) + signal_child_groups(sig, spare=() if pid is None else (pid,))

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from io import FileIO
 from pathlib import Path
@@ -57,6 +58,7 @@ class LaunchedChild:
         exit code, or the line's end, when the launcher died (killed from outside) before
         the child exited. That child is then ended here, with whatever carries its mark."""
         said = self.line.recv(64)
+        _LIVE.discard(self)
         if said.startswith(b"X"):
             self.returncode = int(said[1:])
             return
@@ -76,8 +78,24 @@ class LaunchedChild:
                 signal.pidfd_send_signal(self.exit_fd, sig)
 
     def close(self) -> None:
+        _LIVE.discard(self)
         self.line.close()
         os.close(self.exit_fd)
+
+
+#: the children this process's launcher started and that have not been heard of since
+_LIVE: weakref.WeakSet[LaunchedChild] = weakref.WeakSet()
+
+
+def signal_launched(sig: int) -> int:
+    """`sig` to the process group of each child the launcher started for this process that
+    has not ended (through the launcher, which never signals a reaped child's group); how
+    many. They are the launcher's children, not this process's: `signal_child_groups` alone
+    reaches only the launcher."""
+    children = list(_LIVE)
+    for child in children:
+        child.signal_group(sig)
+    return len(children)
 
 
 class Launcher:
@@ -129,7 +147,9 @@ class Launcher:
         said, ancillary, _flags, _ = line.recvmsg(64, socket.CMSG_SPACE(array.array("i").itemsize))
         if said.startswith(b"P"):
             pidfd = array.array("i", ancillary[0][2])[0]
-            return LaunchedChild(argv, int(said[1:]), pidfd, line)
+            child = LaunchedChild(argv, int(said[1:]), pidfd, line)
+            _LIVE.add(child)
+            return child
         line.close()
         if said.startswith(b"E"):
             code = int(said[1:])
@@ -174,9 +194,16 @@ def _forget_in_child() -> None:
     for held in _CURRENT:
         held.control.close()
     _CURRENT.clear()
+    _LIVE.clear()  # the parent's children, not this process's to signal
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def launcher_pid() -> int | None:
+    """The pid of this process's launcher while it runs."""
+    with _LOCK:
+        return _CURRENT[0].server.pid if _CURRENT and _CURRENT[0].alive() else None
 
 
 def launcher(dead: Launcher | None = None) -> Launcher | None:

@@ -22,7 +22,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,14 +227,17 @@ def mark_alive(mark: str) -> bool:
     return pid.isdigit() and ticks.isdigit() and start_ticks(int(pid)) == int(ticks)
 
 
-def signal_child_groups(sig: int) -> int:
-    """Send `sig` to the process group of each child of this process (each child tf_fsm starts
-    leads a session of its own, so a Ctrl-C at the terminal never reaches it); how many.
-    For a command that leaves with children still running (`watch`, `ui`). Linux only."""
+def signal_child_groups(sig: int, spare: Container[int] = ()) -> int:
+    """Send `sig` to the process group of each child of this process but those in `spare`
+    (each child tf_fsm starts leads a session of its own, so a Ctrl-C at the terminal never
+    reaches it); how many. Linux only. (tf_fsm.process.door.signal_children also reaches the
+    children the launcher started.)"""
     sent = 0
     for stat in _PROC.glob("[0-9]*/stat"):
         with suppress(OSError, ValueError, IndexError):
-            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
-                os.killpg(int(stat.parent.name), sig)
+            pid = int(stat.parent.name)
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and pid not in spare:
+                os.killpg(pid, sig)
                 sent += 1
     return sent

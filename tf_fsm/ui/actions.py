@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tf_fsm.process.door import run_process
-from tf_fsm.process.strays import signal_child_groups
+from tf_fsm.process.door import run_process, signal_children
 
 #: action name -> the CLI command it runs
 ACTIONS: dict[str, str] = {
@@ -101,8 +100,8 @@ class Actions:
             threads = [thread for _, thread in self.running.values()]
         if not threads:
             return
-        signal_child_groups(signal.SIGTERM)
+        signal_children(signal.SIGTERM)
         for thread in threads:
             thread.join(STOP_SECONDS / len(threads))
         if any(t.is_alive() for t in threads):
-            signal_child_groups(signal.SIGKILL)
+            signal_children(signal.SIGKILL)

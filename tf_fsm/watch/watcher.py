@@ -26,7 +26,8 @@ from tf_fsm.core import journal as ev
 from tf_fsm.errors import TfFsmError
 from tf_fsm.executors import Executor, make_executor
 from tf_fsm.fs.atomic import make_dirs
-from tf_fsm.process.strays import end_orphans, signal_child_groups
+from tf_fsm.process.door import signal_children
+from tf_fsm.process.strays import end_orphans
 from tf_fsm.settings.load import LoadedSettings, knowledge_dir, load_settings
 from tf_fsm.storage.backends import ticket_stores
 from tf_fsm.storage.store import TICKET_ID_RE, validate_ticket_id
@@ -176,7 +177,7 @@ class Watch:
         try:
             self._shutdown()
         except KeyboardInterrupt:
-            signal_child_groups(signal.SIGKILL)  # their agents lead sessions of their own
+            signal_children(signal.SIGKILL)  # their agents lead sessions of their own
             self.log(None, "left", "interrupted again: agents stopped, tickets left resumable")
         finally:
             if main:
