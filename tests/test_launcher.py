@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_for
-from tf_fsm.process import door, launcher
+from tf_fsm.process import launcher
 from tf_fsm.process.door import run_process
 from tf_fsm.process.strays import OWNER_ENV
 
@@ -138,7 +138,9 @@ def test_a_sigterm_to_the_launcher_ends_nothing_and_signal_children_reaches_its_
 ) -> None:
     """A SIGTERM meant for a run's children or leftovers (`end_marked` ends the launcher with
     its owner) leaves the launcher serving, so it still ends its children when tf_fsm ends;
-    `signal_children` reaches the children the launcher started, which are not tf_fsm's own."""
+    `signal_children` reaches the children the launcher started, which are not tf_fsm's own.
+    In a process of its own: `signal_children` signals every child of the process it runs in
+    (this test's worker has others, a Temporal dev server among them)."""
     pid_file = tmp_path / "agent.pid"
     agent = (
         "import os, signal, sys, time\n"
@@ -146,21 +148,33 @@ def test_a_sigterm_to_the_launcher_ends_nothing_and_signal_children_reaches_its_
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
         "time.sleep(300)\n"
     )
-    results = []
-    runner = threading.Thread(
-        target=lambda: results.append(run_process([PY, "-c", agent], cwd=tmp_path, timeout=120))
-    )
-    runner.start()
-    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "", 30, "the agent's start")
-    boot = launcher.launcher()
-    assert boot is not None
-    assert signal.SIGTERM in _ignored(boot.server.pid)  # so a SIGTERM is never its end
-    os.kill(boot.server.pid, signal.SIGTERM)
-    assert _alive(boot.server.pid) and _alive(int(pid_file.read_text())) and runner.is_alive()
-    assert door.signal_children(signal.SIGTERM) >= 1  # the agent, through the launcher
-    runner.join(60)
-    assert results and results[0].exit_code == 7  # its own SIGTERM handler: asked, not killed
-    assert _alive(boot.server.pid) and launcher.launcher() is boot
+    owner = f"""
+import os, signal, sys, threading, time
+from pathlib import Path
+from tf_fsm.process import door, launcher
+
+pid_file, results = Path({str(pid_file)!r}), []
+runner = threading.Thread(target=lambda: results.append(
+    door.run_process([sys.executable, "-c", {agent!r}], cwd=pid_file.parent, timeout=120)))
+runner.start()
+while not (pid_file.exists() and pid_file.read_text()):
+    time.sleep(0.01)
+boot = launcher.launcher()
+os.kill(boot.server.pid, signal.SIGTERM)
+print(boot.server.pid, int(pid_file.read_text()), runner.is_alive(), flush=True)
+print(door.signal_children(signal.SIGTERM), flush=True)
+runner.join(60)
+print(results[0].exit_code, launcher.launcher() is boot, flush=True)
+"""
+    proc = subprocess.Popen([PY, "-c", owner], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    server, agent_pid, running = proc.stdout.readline().split()
+    assert signal.SIGTERM in _ignored(int(server))  # so a SIGTERM is never its end
+    assert _alive(int(server)) and _alive(int(agent_pid)) and running == "True"
+    assert int(proc.stdout.readline()) >= 1  # the agent, through the launcher
+    code, same = proc.stdout.readline().split()
+    assert code == "7" and same == "True"  # its own SIGTERM handler: asked, not killed
+    assert proc.wait(timeout=60) == 0
     # what the launcher ignores, its children do not inherit
     shown = run_process(["sh", "-c", "grep SigIgn /proc/$$/status"], cwd=tmp_path).stdout
     ignored = int(shown.split()[1], 16)
